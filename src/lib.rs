@@ -1,0 +1,3 @@
+//! nodewright: a Kubernetes node provisioner for AWS that speaks Karpenter's v1 API.
+
+pub mod apis;

@@ -1,0 +1,1 @@
+//! Integration tests, one crate so they link once. Each area adds a module here.

@@ -1,3 +1,4 @@
 //! nodewright: a Kubernetes node provisioner for AWS that speaks Karpenter's v1 API.
 
 pub mod apis;
+pub mod scheduling;

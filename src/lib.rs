@@ -1,4 +1,6 @@
 //! nodewright: a Kubernetes node provisioner for AWS that speaks Karpenter's v1 API.
 
 pub mod apis;
+pub mod aws;
+pub mod cli;
 pub mod scheduling;

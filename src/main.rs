@@ -1,1 +1,5 @@
-fn main() {}
+//! The `nodewright` command.
+
+fn main() -> std::process::ExitCode {
+    nodewright::cli::main()
+}

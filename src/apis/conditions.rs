@@ -90,8 +90,11 @@ pub const NODE_CLAIM_DISRUPTION_REASON: &str = "DisruptionReason";
 pub const NODE_POOL_READY_DEPENDENCIES: &[&str] =
     &[NODE_POOL_VALIDATION_SUCCEEDED, NODE_POOL_NODE_CLASS_READY];
 /// Conditions that make up a NodeClaim's Ready.
-pub const NODE_CLAIM_READY_DEPENDENCIES: &[&str] =
-    &[NODE_CLAIM_LAUNCHED, NODE_CLAIM_REGISTERED, NODE_CLAIM_INITIALIZED];
+pub const NODE_CLAIM_READY_DEPENDENCIES: &[&str] = &[
+    NODE_CLAIM_LAUNCHED,
+    NODE_CLAIM_REGISTERED,
+    NODE_CLAIM_INITIALIZED,
+];
 
 // EC2NodeClass
 /// AMIs were resolved.

@@ -193,7 +193,10 @@ mod tests {
 
     #[test]
     fn parses_go_durations() {
-        assert_eq!(parse_go_duration("720h"), Ok(Duration::from_secs(720 * 3600)));
+        assert_eq!(
+            parse_go_duration("720h"),
+            Ok(Duration::from_secs(720 * 3600))
+        );
         assert_eq!(parse_go_duration("1h30m"), Ok(Duration::from_secs(5400)));
         assert_eq!(parse_go_duration("100ms"), Ok(Duration::from_millis(100)));
         assert_eq!(parse_go_duration("1.5s"), Ok(Duration::from_millis(1500)));
@@ -205,10 +208,22 @@ mod tests {
     #[test]
     fn rejects_bad_durations() {
         assert!(matches!(parse_go_duration(""), Err(DurationError::Empty)));
-        assert!(matches!(parse_go_duration("10"), Err(DurationError::BadUnit { .. })));
-        assert!(matches!(parse_go_duration("10d"), Err(DurationError::BadUnit { .. })));
-        assert!(matches!(parse_go_duration("h"), Err(DurationError::BadNumber { .. })));
-        assert!(matches!(parse_go_duration("-5s"), Err(DurationError::Negative { .. })));
+        assert!(matches!(
+            parse_go_duration("10"),
+            Err(DurationError::BadUnit { .. })
+        ));
+        assert!(matches!(
+            parse_go_duration("10d"),
+            Err(DurationError::BadUnit { .. })
+        ));
+        assert!(matches!(
+            parse_go_duration("h"),
+            Err(DurationError::BadNumber { .. })
+        ));
+        assert!(matches!(
+            parse_go_duration("-5s"),
+            Err(DurationError::Negative { .. })
+        ));
         assert!(matches!(
             parse_go_duration("99999999999999999999999h"),
             Err(DurationError::Overflow { .. })

@@ -10,12 +10,16 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::apis::conditions::Condition;
-use crate::apis::extensions::{EffectiveExtensions, ExtensionError, Extensions, effective_extensions};
+use crate::apis::extensions::{
+    EffectiveExtensions, ExtensionError, Extensions, effective_extensions,
+};
 
 const TAG_RULES_MESSAGE: &str = "empty tag keys or values aren't supported";
 const TAG_RULE: &str = "self.all(k, k != '' && self[k] != '')";
 
 /// Desired state of an EC2NodeClass.
+// Repeated `printcolumn(type_ = ..)` arguments are distinct columns, not duplicates.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
     group = "karpenter.k8s.aws",
@@ -29,9 +33,22 @@ const TAG_RULE: &str = "self.all(k, k != '' && self[k] != '')";
     status = "EC2NodeClassStatus",
     derive = "PartialEq",
     doc = "EC2NodeClass is the Schema for the EC2NodeClass API",
-    printcolumn(name = "Ready", type_ = "string", json_path = r#".status.conditions[?(@.type=="Ready")].status"#),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
-    printcolumn(name = "Role", type_ = "string", json_path = ".spec.role", priority = 1)
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = r#".status.conditions[?(@.type=="Ready")].status"#
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    ),
+    printcolumn(
+        name = "Role",
+        type_ = "string",
+        json_path = ".spec.role",
+        priority = 1
+    )
 )]
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-validations" = [
@@ -351,7 +368,11 @@ impl AMIFamily {
 ]))]
 pub struct KubeletConfiguration {
     /// DNS server IPs for pods (default: the cluster DNS service).
-    #[serde(rename = "clusterDNS", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "clusterDNS",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub cluster_dns: Option<Vec<String>>,
     /// Maximum pods per node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -417,7 +438,11 @@ pub struct KubeletConfiguration {
     #[schemars(range(min = 0, max = 100))]
     pub image_gc_low_threshold_percent: Option<i32>,
     /// Enforce CPU limits with CFS quota.
-    #[serde(rename = "cpuCFSQuota", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "cpuCFSQuota",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub cpu_cfs_quota: Option<bool>,
 }
 
@@ -477,7 +502,11 @@ pub struct BlockDevice {
     #[serde(rename = "kmsKeyID", default, skip_serializing_if = "Option::is_none")]
     pub kms_key_id: Option<String>,
     /// Snapshot to create the volume from.
-    #[serde(rename = "snapshotID", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "snapshotID",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub snapshot_id: Option<String>,
     /// Throughput in MiB/s (gp3).
     #[serde(default, skip_serializing_if = "Option::is_none")]

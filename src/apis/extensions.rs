@@ -144,9 +144,7 @@ pub struct Extensions {
     pub instance_filters: Option<Vec<ExtensionModule>>,
     /// Chooses the AMI per architecture/variant from the AMIs that `amiSelectorTerms` resolved.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(extend("x-kubernetes-validations" = [
-        {"message": "'weight' is only valid on priorityScorers", "rule": "!has(self.weight)"},
-    ]))]
+    #[schemars(schema_with = "ami_selector_schema")]
     pub ami_selector: Option<ExtensionModule>,
     /// Scorers whose weighted scores order instance types (higher first; ties by price).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -155,6 +153,22 @@ pub struct Extensions {
         {"message": "priorityScorers names must be unique", "rule": UNIQUE_NAMES_RULE},
     ]))]
     pub priority_scorers: Option<Vec<ExtensionModule>>,
+}
+
+/// The AMI selector entry: an [`ExtensionModule`] that may not carry a `weight`.
+fn ami_selector_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let mut schema = <ExtensionModule as JsonSchema>::json_schema(generator);
+    let rule = serde_json::json!({
+        "message": "'weight' is only valid on priorityScorers",
+        "rule": "!has(self.weight)",
+    });
+    match schema.get_mut("x-kubernetes-validations") {
+        Some(serde_json::Value::Array(rules)) => rules.push(rule),
+        _ => {
+            schema.insert("x-kubernetes-validations".into(), serde_json::json!([rule]));
+        }
+    }
+    schema
 }
 
 /// Where a module's code comes from, after validation.
@@ -213,15 +227,15 @@ pub struct EffectiveExtensions {
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ExtensionError {
     /// No source given.
-    #[error(
-        "{field}: no module source; set exactly one of builtin, configMap, url, oci or path"
-    )]
+    #[error("{field}: no module source; set exactly one of builtin, configMap, url, oci or path")]
     NoSource {
         /// Path of the entry, e.g. `spec.extensions.instanceFilters[0]`.
         field: String,
     },
     /// More than one source given.
-    #[error("{field}: several module sources ({sources}); set exactly one of builtin, configMap, url, oci or path")]
+    #[error(
+        "{field}: several module sources ({sources}); set exactly one of builtin, configMap, url, oci or path"
+    )]
     MultipleSources {
         /// Path of the entry.
         field: String,
@@ -229,7 +243,9 @@ pub enum ExtensionError {
         sources: String,
     },
     /// A non-builtin source without a digest.
-    #[error("{field}.sha256: required unless the module is builtin; pin the module's SHA-256 (64 lowercase hex characters)")]
+    #[error(
+        "{field}.sha256: required unless the module is builtin; pin the module's SHA-256 (64 lowercase hex characters)"
+    )]
     MissingSha256 {
         /// Path of the entry.
         field: String,
@@ -442,7 +458,8 @@ pub fn effective_extensions(
             reject_weight(&field, entry)?;
             entry.resolve(&field)?
         }
-        None => ExtensionModule::builtin(BUILTIN_AVAILABLE_AMIS).resolve(&format!("{BASE}.amiSelector"))?,
+        None => ExtensionModule::builtin(BUILTIN_AVAILABLE_AMIS)
+            .resolve(&format!("{BASE}.amiSelector"))?,
     };
 
     let default_scorers = [ExtensionModule::builtin(BUILTIN_FLEX_FIRST)];
@@ -532,7 +549,10 @@ mod tests {
             priority_scorers: Some(vec![scorer]),
         };
         let effective = effective_extensions(Some(&extensions)).unwrap();
-        assert_eq!(effective.instance_filters[0].sha256.as_deref(), Some(DIGEST));
+        assert_eq!(
+            effective.instance_filters[0].sha256.as_deref(),
+            Some(DIGEST)
+        );
         assert_eq!(effective.priority_scorers[0].weight, 5);
         assert_eq!(
             effective.priority_scorers[0].module.timeout,
@@ -548,7 +568,9 @@ mod tests {
     fn rejects_bad_entries_naming_the_field() {
         let mut two_sources = url_module("x");
         two_sources.path = Some("/tmp/x.wasm".into());
-        let err = two_sources.resolve("spec.extensions.amiSelector").unwrap_err();
+        let err = two_sources
+            .resolve("spec.extensions.amiSelector")
+            .unwrap_err();
         assert!(err.to_string().starts_with("spec.extensions.amiSelector:"));
         assert!(matches!(err, ExtensionError::MultipleSources { .. }));
 
@@ -560,11 +582,17 @@ mod tests {
 
         let mut upper = url_module("x");
         upper.sha256 = Some(DIGEST.to_uppercase());
-        assert!(matches!(upper.resolve("f"), Err(ExtensionError::BadSha256 { .. })));
+        assert!(matches!(
+            upper.resolve("f"),
+            Err(ExtensionError::BadSha256 { .. })
+        ));
 
         let mut http = url_module("x");
         http.url = Some("http://example.com/x.wasm".into());
-        assert!(matches!(http.resolve("f"), Err(ExtensionError::NotHttps { .. })));
+        assert!(matches!(
+            http.resolve("f"),
+            Err(ExtensionError::NotHttps { .. })
+        ));
 
         let mut builtin_digest = ExtensionModule::builtin("flex-first");
         builtin_digest.sha256 = Some(DIGEST.into());
@@ -575,7 +603,10 @@ mod tests {
 
         let mut slow = ExtensionModule::builtin("flex-first");
         slow.timeout = Some("soon".into());
-        assert!(matches!(slow.resolve("f"), Err(ExtensionError::BadTimeout { .. })));
+        assert!(matches!(
+            slow.resolve("f"),
+            Err(ExtensionError::BadTimeout { .. })
+        ));
 
         let duplicate = Extensions {
             instance_filters: Some(vec![url_module("a"), url_module("a")]),

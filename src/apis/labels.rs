@@ -243,7 +243,9 @@ pub fn is_restricted_label(key: &str) -> bool {
         return true;
     }
     match label_domain(key) {
-        Some(domain) => RESTRICTED_LABEL_DOMAINS.iter().any(|restricted| domain.ends_with(restricted)),
+        Some(domain) => RESTRICTED_LABEL_DOMAINS
+            .iter()
+            .any(|restricted| domain.ends_with(restricted)),
         None => false,
     }
 }

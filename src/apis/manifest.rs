@@ -32,7 +32,7 @@ pub enum ManifestError {
         source: serde_yaml::Error,
     },
     /// A document of one of our kinds does not match its type.
-    #[error("document {index} ({kind} {name:?}): {source}")]
+    #[error("document {index} ({kind} {name:?}): {field}: {source}")]
     Invalid {
         /// 0-based document index.
         index: usize,
@@ -40,7 +40,9 @@ pub enum ManifestError {
         kind: String,
         /// `metadata.name`, if present.
         name: String,
-        /// serde's message, which names the offending field.
+        /// Path of the offending field, e.g. `spec.template.spec.requirements[0].operator`.
+        field: String,
+        /// serde's message (expected type or allowed values).
         source: serde_json::Error,
     },
 }
@@ -57,7 +59,7 @@ pub fn parse_value(index: usize, value: serde_json::Value) -> Result<Manifest, M
     let Some((api_version, kind)) = kind_of(&value) else {
         return Ok(Manifest::Other(value));
     };
-    let invalid = |source: serde_json::Error, value: &serde_json::Value| ManifestError::Invalid {
+    let invalid = |error: serde_path_to_error::Error<serde_json::Error>| ManifestError::Invalid {
         index,
         kind: kind.to_string(),
         name: value
@@ -65,20 +67,28 @@ pub fn parse_value(index: usize, value: serde_json::Value) -> Result<Manifest, M
             .and_then(|n| n.as_str())
             .unwrap_or_default()
             .to_string(),
-        source,
+        field: error.path().to_string(),
+        source: error.into_inner(),
     };
     match (api_version, kind) {
-        ("karpenter.sh/v1", "NodePool") => serde_json::from_value(value.clone())
+        ("karpenter.sh/v1", "NodePool") => from_value(&value)
             .map(|v| Manifest::NodePool(Box::new(v)))
-            .map_err(|e| invalid(e, &value)),
-        ("karpenter.sh/v1", "NodeClaim") => serde_json::from_value(value.clone())
+            .map_err(invalid),
+        ("karpenter.sh/v1", "NodeClaim") => from_value(&value)
             .map(|v| Manifest::NodeClaim(Box::new(v)))
-            .map_err(|e| invalid(e, &value)),
-        ("karpenter.k8s.aws/v1", "EC2NodeClass") => serde_json::from_value(value.clone())
+            .map_err(invalid),
+        ("karpenter.k8s.aws/v1", "EC2NodeClass") => from_value(&value)
             .map(|v| Manifest::EC2NodeClass(Box::new(v)))
-            .map_err(|e| invalid(e, &value)),
+            .map_err(invalid),
         _ => Ok(Manifest::Other(value)),
     }
+}
+
+/// Deserializes `value` into `T`, reporting the path of the field that failed.
+pub fn from_value<T: serde::de::DeserializeOwned>(
+    value: &serde_json::Value,
+) -> Result<T, serde_path_to_error::Error<serde_json::Error>> {
+    serde_path_to_error::deserialize(value)
 }
 
 /// Splits multi-document YAML into JSON values, skipping empty documents.

@@ -41,6 +41,8 @@ pub struct NodeClaimResources {
 }
 
 /// Desired state of a NodeClaim. Immutable once created.
+// Repeated `printcolumn(type_ = ..)` arguments are distinct columns, not duplicates.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
     group = "karpenter.sh",
@@ -52,17 +54,62 @@ pub struct NodeClaimResources {
     status = "NodeClaimStatus",
     derive = "PartialEq",
     doc = "NodeClaim is the Schema for the NodeClaims API",
-    printcolumn(name = "Type", type_ = "string", json_path = r".metadata.labels.node\.kubernetes\.io/instance-type"),
-    printcolumn(name = "Capacity", type_ = "string", json_path = r".metadata.labels.karpenter\.sh/capacity-type"),
-    printcolumn(name = "Zone", type_ = "string", json_path = r".metadata.labels.topology\.kubernetes\.io/zone"),
+    printcolumn(
+        name = "Type",
+        type_ = "string",
+        json_path = r".metadata.labels.node\.kubernetes\.io/instance-type"
+    ),
+    printcolumn(
+        name = "Capacity",
+        type_ = "string",
+        json_path = r".metadata.labels.karpenter\.sh/capacity-type"
+    ),
+    printcolumn(
+        name = "Zone",
+        type_ = "string",
+        json_path = r".metadata.labels.topology\.kubernetes\.io/zone"
+    ),
     printcolumn(name = "Node", type_ = "string", json_path = ".status.nodeName"),
-    printcolumn(name = "Ready", type_ = "string", json_path = r#".status.conditions[?(@.type=="Ready")].status"#),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
-    printcolumn(name = "ImageID", type_ = "string", json_path = ".status.imageID", priority = 1),
-    printcolumn(name = "ID", type_ = "string", json_path = ".status.providerID", priority = 1),
-    printcolumn(name = "NodePool", type_ = "string", json_path = r".metadata.labels.karpenter\.sh/nodepool", priority = 1),
-    printcolumn(name = "NodeClass", type_ = "string", json_path = ".spec.nodeClassRef.name", priority = 1),
-    printcolumn(name = "Drifted", type_ = "string", json_path = r#".status.conditions[?(@.type=="Drifted")].status"#, priority = 1)
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = r#".status.conditions[?(@.type=="Ready")].status"#
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    ),
+    printcolumn(
+        name = "ImageID",
+        type_ = "string",
+        json_path = ".status.imageID",
+        priority = 1
+    ),
+    printcolumn(
+        name = "ID",
+        type_ = "string",
+        json_path = ".status.providerID",
+        priority = 1
+    ),
+    printcolumn(
+        name = "NodePool",
+        type_ = "string",
+        json_path = r".metadata.labels.karpenter\.sh/nodepool",
+        priority = 1
+    ),
+    printcolumn(
+        name = "NodeClass",
+        type_ = "string",
+        json_path = ".spec.nodeClassRef.name",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Drifted",
+        type_ = "string",
+        json_path = r#".status.conditions[?(@.type=="Drifted")].status"#,
+        priority = 1
+    )
 )]
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-validations" = [{"message": "spec is immutable", "rule": "self == oldSelf"}]))]
@@ -101,7 +148,11 @@ pub struct NodeClaimStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_name: Option<String>,
     /// Cloud provider ID (`aws:///<zone>/<instance-id>`).
-    #[serde(rename = "providerID", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "providerID",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub provider_id: Option<String>,
     /// Image the node booted (AMI ID).
     #[serde(rename = "imageID", default, skip_serializing_if = "Option::is_none")]

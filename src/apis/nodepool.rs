@@ -20,6 +20,8 @@ pub const DEFAULT_BUDGET_NODES: &str = "10%";
 pub const DEFAULT_EXPIRE_AFTER: &str = "720h";
 
 /// Desired state of a NodePool.
+// Repeated `printcolumn(type_ = ..)` arguments are distinct columns, not duplicates.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
     group = "karpenter.sh",
@@ -31,14 +33,44 @@ pub const DEFAULT_EXPIRE_AFTER: &str = "720h";
     status = "NodePoolStatus",
     derive = "PartialEq",
     doc = "NodePool is the Schema for the NodePools API",
-    scale(spec_replicas_path = ".spec.replicas", status_replicas_path = ".status.nodes"),
-    printcolumn(name = "NodeClass", type_ = "string", json_path = ".spec.template.spec.nodeClassRef.name"),
+    scale(
+        spec_replicas_path = ".spec.replicas",
+        status_replicas_path = ".status.nodes"
+    ),
+    printcolumn(
+        name = "NodeClass",
+        type_ = "string",
+        json_path = ".spec.template.spec.nodeClassRef.name"
+    ),
     printcolumn(name = "Nodes", type_ = "string", json_path = ".status.nodes"),
-    printcolumn(name = "Ready", type_ = "string", json_path = r#".status.conditions[?(@.type=="Ready")].status"#),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
-    printcolumn(name = "Weight", type_ = "integer", json_path = ".spec.weight", priority = 1),
-    printcolumn(name = "CPU", type_ = "string", json_path = ".status.resources.cpu", priority = 1),
-    printcolumn(name = "Memory", type_ = "string", json_path = ".status.resources.memory", priority = 1)
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = r#".status.conditions[?(@.type=="Ready")].status"#
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    ),
+    printcolumn(
+        name = "Weight",
+        type_ = "integer",
+        json_path = ".spec.weight",
+        priority = 1
+    ),
+    printcolumn(
+        name = "CPU",
+        type_ = "string",
+        json_path = ".status.resources.cpu",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Memory",
+        type_ = "string",
+        json_path = ".status.resources.memory",
+        priority = 1
+    )
 )]
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-validations" = [

@@ -1,1 +1,2 @@
 //! Integration tests, one crate so they link once. Each area adds a module here.
+mod apis;

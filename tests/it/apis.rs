@@ -1,0 +1,906 @@
+//! API types: generated CRDs are current, examples round-trip and validate
+//! against the CRD schemas (structural + CEL), and bad manifests are refused
+//! with a message naming the field.
+
+#[path = "apis_validator.rs"]
+mod validator;
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use nodewright::apis::extensions::{BUILTIN_AVAILABLE_AMIS, BUILTIN_FLEX_FIRST};
+use nodewright::apis::manifest::{Manifest, parse_value, yaml_documents};
+use nodewright::apis::{FailurePolicy, ModuleSource, crds, parse_manifests};
+use serde_json::{Value, json};
+
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `crds/*.yaml` must equal `generate()`. With `NODEWRIGHT_UPDATE_CRDS=1` the
+/// files are rewritten instead.
+#[test]
+fn crds_are_up_to_date() {
+    let dir = repo_root().join("crds");
+    let generated = crds::generate().unwrap();
+    assert_eq!(generated.len(), 3);
+    if std::env::var_os("NODEWRIGHT_UPDATE_CRDS").is_some() {
+        std::fs::create_dir_all(&dir).unwrap();
+        for (name, yaml) in &generated {
+            std::fs::write(dir.join(name), yaml).unwrap();
+        }
+    }
+    let mut stale = Vec::new();
+    for (name, yaml) in &generated {
+        let path = dir.join(name);
+        let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
+        if &on_disk != yaml {
+            stale.push(path.display().to_string());
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "CRDs are stale: {stale:?}. Regenerate them with `cargo run -- crds --output-dir crds` \
+         (or `NODEWRIGHT_UPDATE_CRDS=1 cargo test --test it apis::crds_are_up_to_date`)"
+    );
+    let names: Vec<&str> = generated.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "karpenter.sh_nodepools.yaml",
+            "karpenter.sh_nodeclaims.yaml",
+            "karpenter.k8s.aws_ec2nodeclasses.yaml"
+        ]
+    );
+}
+
+/// The example directories this module owns (other areas add their own).
+const EXAMPLE_DIRS: &[&str] = &[
+    "examples/nodepools",
+    "examples/ec2nodeclasses",
+    "examples/nodeclaims",
+];
+
+/// Every YAML document of the example directories, with its file.
+fn example_documents() -> Vec<(String, Value)> {
+    let mut documents = Vec::new();
+    for dir in EXAMPLE_DIRS {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(repo_root().join(dir))
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .filter(|path| path.extension().is_some_and(|ext| ext == "yaml"))
+            .collect();
+        files.sort();
+        for file in files {
+            let text = std::fs::read_to_string(&file).unwrap();
+            let name = file
+                .strip_prefix(repo_root())
+                .unwrap()
+                .display()
+                .to_string();
+            for document in yaml_documents(&text).unwrap() {
+                documents.push((name.clone(), document));
+            }
+        }
+    }
+    assert!(documents.len() >= 12, "examples are missing");
+    documents
+}
+
+/// The `openAPIV3Schema` of the CRD serving `kind`, as JSON.
+fn schema_for(kind: &str) -> Value {
+    let crd = crds::definitions()
+        .into_iter()
+        .find(|crd| crd.spec.names.kind == kind)
+        .unwrap_or_else(|| panic!("no CRD for {kind}"));
+    let schema = crd.spec.versions[0]
+        .schema
+        .as_ref()
+        .unwrap()
+        .open_api_v3_schema
+        .as_ref()
+        .unwrap();
+    serde_json::to_value(schema).unwrap()
+}
+
+fn kind(document: &Value) -> &str {
+    document["kind"].as_str().unwrap()
+}
+
+/// Compares what we serialized with what the manifest said. The only change
+/// allowed is the one the API server makes too: an int-or-string quantity
+/// written as a number comes back as the same digits in a string.
+fn assert_same(schema: &Value, original: &Value, serialized: &Value, path: &str) {
+    match (original, serialized) {
+        (Value::Object(a), Value::Object(b)) => {
+            let keys: BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+            for key in keys {
+                let child_path = format!("{path}.{key}");
+                let child_schema = schema
+                    .get("properties")
+                    .and_then(|p| p.get(key.as_str()))
+                    .or_else(|| schema.get("additionalProperties"))
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                match (a.get(key), b.get(key)) {
+                    (Some(x), Some(y)) => assert_same(&child_schema, x, y, &child_path),
+                    (Some(_), None) => panic!("{child_path}: dropped by the typed round trip"),
+                    (None, Some(y)) => panic!("{child_path}: added by the typed round trip ({y})"),
+                    (None, None) => unreachable!(),
+                }
+            }
+        }
+        (Value::Array(a), Value::Array(b)) => {
+            assert_eq!(a.len(), b.len(), "{path}: length changed");
+            let item_schema = schema.get("items").cloned().unwrap_or(Value::Null);
+            for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                assert_same(&item_schema, x, y, &format!("{path}[{i}]"));
+            }
+        }
+        (Value::Number(n), Value::String(s))
+            if schema.get("x-kubernetes-int-or-string") == Some(&json!(true)) =>
+        {
+            assert_eq!(&n.to_string(), s, "{path}: quantity changed");
+        }
+        (a, b) => assert_eq!(a, b, "{path}: value changed"),
+    }
+}
+
+/// Parse every example into its type, serialize it back, compare as JSON.
+#[test]
+fn examples_round_trip_through_the_types() {
+    let mut typed = 0;
+    for (file, document) in example_documents() {
+        let manifest = parse_value(0, document.clone())
+            .unwrap_or_else(|e| panic!("{file}: does not parse: {e}"));
+        assert!(
+            !matches!(manifest, Manifest::Other(_)),
+            "{file}: not one of our kinds"
+        );
+        let serialized = manifest.to_value().unwrap();
+        assert_same(&schema_for(kind(&document)), &document, &serialized, &file);
+        typed += 1;
+    }
+    assert!(typed >= 12);
+}
+
+/// Every example passes the generated CRD's structural schema and CEL rules.
+#[test]
+fn examples_validate_against_generated_crds() {
+    for (file, document) in example_documents() {
+        let errors = validator::validate(&schema_for(kind(&document)), &document, None);
+        assert!(errors.is_empty(), "{file}: {errors:#?}");
+        // Updating an object to itself must pass the transition rules too.
+        let errors = validator::validate(&schema_for(kind(&document)), &document, Some(&document));
+        assert!(errors.is_empty(), "{file} (update): {errors:#?}");
+    }
+}
+
+/// Property paths of a schema (`spec.template.spec.requirements[].key`), map
+/// values as `*`, stopping at preserve-unknown-fields.
+fn schema_paths(schema: &Value, path: &str, out: &mut BTreeSet<String>) {
+    if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
+        for (key, child) in properties {
+            let child_path = if path.is_empty() {
+                key.clone()
+            } else {
+                format!("{path}.{key}")
+            };
+            out.insert(child_path.clone());
+            schema_paths(child, &child_path, out);
+        }
+    }
+    if let Some(items) = schema.get("items") {
+        schema_paths(items, &format!("{path}[]"), out);
+    }
+    if let Some(additional) = schema.get("additionalProperties").filter(|a| a.is_object()) {
+        schema_paths(additional, &format!("{path}.*"), out);
+    }
+}
+
+fn value_paths(schema: &Value, value: &Value, path: &str, out: &mut BTreeSet<String>) {
+    match value {
+        Value::Object(map) => {
+            let properties = schema.get("properties").and_then(Value::as_object);
+            for (key, child) in map {
+                if let Some(child_schema) = properties.and_then(|p| p.get(key)) {
+                    let child_path = if path.is_empty() {
+                        key.clone()
+                    } else {
+                        format!("{path}.{key}")
+                    };
+                    out.insert(child_path.clone());
+                    value_paths(child_schema, child, &child_path, out);
+                } else if let Some(additional) = schema.get("additionalProperties") {
+                    value_paths(additional, child, &format!("{path}.*"), out);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_schema) = schema.get("items") {
+                for item in items {
+                    value_paths(item_schema, item, &format!("{path}[]"), out);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Together the examples set every field of the three CRDs (spec and status).
+#[test]
+fn examples_cover_every_field() {
+    let documents = example_documents();
+    for kind_name in ["NodePool", "NodeClaim", "EC2NodeClass"] {
+        let schema = schema_for(kind_name);
+        let mut wanted = BTreeSet::new();
+        schema_paths(&schema, "", &mut wanted);
+        wanted.retain(|p| p.starts_with("spec") || p.starts_with("status"));
+        // Set by the node lifecycle on live taints; meaningless in a NodePool template.
+        wanted.remove("spec.template.spec.taints[].timeAdded");
+        wanted.remove("spec.template.spec.startupTaints[].timeAdded");
+        let mut seen = BTreeSet::new();
+        for (_, document) in documents.iter().filter(|(_, d)| kind(d) == kind_name) {
+            value_paths(&schema, document, "", &mut seen);
+        }
+        // The three extension lists share one entry type: cover its fields once.
+        let entry = |paths: BTreeSet<String>| -> BTreeSet<String> {
+            paths
+                .into_iter()
+                .map(|p| {
+                    [
+                        "spec.extensions.amiSelector",
+                        "spec.extensions.instanceFilters[]",
+                        "spec.extensions.priorityScorers[]",
+                    ]
+                    .iter()
+                    .find_map(|prefix| {
+                        p.strip_prefix(prefix)
+                            .map(|rest| format!("spec.extensions.<entry>{rest}"))
+                    })
+                    .unwrap_or(p)
+                })
+                .collect()
+        };
+        let (wanted, seen) = (entry(wanted), entry(seen));
+        let missing: Vec<&String> = wanted.difference(&seen).collect();
+        assert!(
+            missing.is_empty(),
+            "{kind_name}: no example sets {missing:#?}"
+        );
+    }
+}
+
+#[test]
+fn parse_manifests_types_every_kind_and_keeps_others() {
+    let yaml = format!(
+        "{}\n---\n{}\n---\n{}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n---\n",
+        std::fs::read_to_string(repo_root().join("examples/nodepools/static.yaml")).unwrap(),
+        std::fs::read_to_string(repo_root().join("examples/nodeclaims/nodeclaim.yaml")).unwrap(),
+        std::fs::read_to_string(repo_root().join("examples/ec2nodeclasses/windows.yaml")).unwrap(),
+    );
+    let manifests = parse_manifests(&yaml).unwrap();
+    assert_eq!(manifests.len(), 4);
+    assert!(matches!(&manifests[0], Manifest::NodePool(p) if p.spec.replicas == Some(3)));
+    assert!(matches!(&manifests[1], Manifest::NodeClaim(_)));
+    assert!(matches!(&manifests[2], Manifest::EC2NodeClass(_)));
+    assert!(matches!(&manifests[3], Manifest::Other(_)));
+}
+
+#[test]
+fn typed_parse_errors_name_the_field() {
+    let mut document = load("examples/nodepools/general-purpose.yaml");
+    document["spec"]["template"]["spec"]["requirements"][1]["operator"] = json!("Approx");
+    let error = parse_value(0, document).unwrap_err().to_string();
+    assert!(
+        error.contains("spec.template.spec.requirements[1].operator") && error.contains("Approx"),
+        "{error}"
+    );
+}
+
+#[test]
+fn extensions_example_resolves_every_source() {
+    let document = load("examples/ec2nodeclasses/extensions.yaml");
+    let Manifest::EC2NodeClass(class) = parse_value(0, document).unwrap() else {
+        panic!("not an EC2NodeClass")
+    };
+    let effective = class.spec.effective_extensions().unwrap();
+    let sources: Vec<&ModuleSource> = effective
+        .instance_filters
+        .iter()
+        .map(|m| &m.source)
+        .collect();
+    assert!(matches!(sources[0], ModuleSource::ConfigMap(c) if c.key == "no-burstable.wasm"));
+    assert!(matches!(sources[1], ModuleSource::Url(_)));
+    assert!(matches!(sources[2], ModuleSource::Oci(_)));
+    assert!(matches!(sources[3], ModuleSource::Path(_)));
+    assert_eq!(
+        effective.instance_filters[1].failure_policy,
+        FailurePolicy::Ignore
+    );
+    assert_eq!(
+        effective.instance_filters[1].timeout,
+        std::time::Duration::from_millis(50)
+    );
+    assert_eq!(effective.instance_filters[0].config["families"][0], "t2");
+    assert_eq!(
+        effective.ami_selector.source,
+        ModuleSource::Builtin(BUILTIN_AVAILABLE_AMIS.into())
+    );
+    assert_eq!(effective.priority_scorers[0].weight, 3);
+
+    // A class without extensions gets the built-in defaults.
+    let document = load("examples/ec2nodeclasses/al2023.yaml");
+    let Manifest::EC2NodeClass(class) = parse_value(0, document).unwrap() else {
+        panic!("not an EC2NodeClass")
+    };
+    let effective = class.spec.effective_extensions().unwrap();
+    assert!(effective.instance_filters.is_empty());
+    assert_eq!(
+        effective.priority_scorers[0].module.source,
+        ModuleSource::Builtin(BUILTIN_FLEX_FIRST.into())
+    );
+}
+
+fn load(relative: &str) -> Value {
+    let text = std::fs::read_to_string(repo_root().join(relative)).unwrap();
+    yaml_documents(&text).unwrap().remove(0)
+}
+
+/// Sets (or with `Value::Null`, removes) the value at a JSON pointer.
+fn with(mut document: Value, pointer: &str, value: Value) -> Value {
+    let (parent, key) = pointer.rsplit_once('/').unwrap();
+    let key = key.replace("~1", "/").replace("~0", "~");
+    let target = document.pointer_mut(parent).unwrap();
+    match target {
+        Value::Object(map) if value.is_null() => {
+            map.remove(&key);
+        }
+        Value::Object(map) => {
+            map.insert(key, value);
+        }
+        Value::Array(items) => {
+            let index = key.parse::<usize>().unwrap();
+            if index == items.len() {
+                items.push(value);
+            } else {
+                items[index] = value;
+            }
+        }
+        _ => panic!("{pointer}: parent is not a container"),
+    }
+    document
+}
+
+/// `document` must be refused with an error that mentions `field` and `message`.
+#[track_caller]
+fn assert_rejected(document: &Value, old: Option<&Value>, field: &str, message: &str) {
+    let errors = validator::validate(&schema_for(kind(document)), document, old);
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains(field) && e.contains(message)),
+        "expected an error on {field:?} containing {message:?}, got {errors:#?}"
+    );
+}
+
+const REQUIREMENTS: &str = "/spec/template/spec/requirements";
+
+#[test]
+fn nodepool_rules_reject_bad_manifests() {
+    let pool = load("examples/nodepools/general-purpose.yaml");
+    let requirement = |r: Value| with(pool.clone(), &format!("{REQUIREMENTS}/0"), r);
+
+    assert_rejected(
+        &requirement(
+            json!({"key": "kubernetes.io/arch", "operator": "Approx", "values": ["amd64"]}),
+        ),
+        None,
+        "spec.template.spec.requirements[0].operator",
+        "unsupported value",
+    );
+    assert_rejected(
+        &requirement(
+            json!({"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"], "minValues": 0}),
+        ),
+        None,
+        "spec.template.spec.requirements[0].minValues",
+        "greater than or equal to 1",
+    );
+    assert_rejected(
+        &requirement(
+            json!({"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"], "minValues": 51}),
+        ),
+        None,
+        "spec.template.spec.requirements[0].minValues",
+        "less than or equal to 50",
+    );
+    assert_rejected(
+        &requirement(
+            json!({"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"], "minValues": 2}),
+        ),
+        None,
+        "spec.template.spec.requirements",
+        "must have at least that many values",
+    );
+    assert_rejected(
+        &requirement(json!({"key": "kubernetes.io/arch", "operator": "In", "values": []})),
+        None,
+        "spec.template.spec.requirements",
+        "operator 'In' must have a value defined",
+    );
+    assert_rejected(
+        &requirement(
+            json!({"key": "karpenter.k8s.aws/instance-cpu", "operator": "Gt", "values": ["2", "4"]}),
+        ),
+        None,
+        "spec.template.spec.requirements",
+        "must have a single positive integer value",
+    );
+    assert_rejected(
+        &requirement(json!({"key": "karpenter.sh/foo", "operator": "Exists"})),
+        None,
+        "spec.template.spec.requirements[0].key",
+        "label domain \"karpenter.sh\" is restricted",
+    );
+    assert_rejected(
+        &requirement(json!({"key": "karpenter.sh/nodepool", "operator": "Exists"})),
+        None,
+        "spec.template.spec.requirements[0].key",
+        "label \"karpenter.sh/nodepool\" is restricted",
+    );
+    assert_rejected(
+        &requirement(json!({"key": "karpenter.k8s.aws/not-a-label", "operator": "Exists"})),
+        None,
+        "spec.template.spec.requirements[0].key",
+        "label domain \"karpenter.k8s.aws\" is restricted",
+    );
+    assert_rejected(
+        &requirement(json!({"key": "kubernetes.io/hostname", "operator": "Exists"})),
+        None,
+        "spec.template.spec.requirements[0].key",
+        "label \"kubernetes.io/hostname\" is restricted",
+    );
+    assert_rejected(
+        &with(
+            pool.clone(),
+            "/spec/template/metadata/labels/karpenter.sh~1foo",
+            json!("x"),
+        ),
+        None,
+        "spec.template.metadata.labels",
+        "label domain \"karpenter.sh\" is restricted",
+    );
+    assert_rejected(
+        &with(
+            pool.clone(),
+            "/spec/template/metadata/labels/team",
+            json!("not a label value!"),
+        ),
+        None,
+        "spec.template.metadata.labels.team",
+        "does not match pattern",
+    );
+    assert_rejected(
+        &with(
+            pool.clone(),
+            "/spec/disruption/consolidationPolicy",
+            json!("Sometimes"),
+        ),
+        None,
+        "spec.disruption.consolidationPolicy",
+        "unsupported value",
+    );
+    assert_rejected(
+        &with(
+            pool.clone(),
+            "/spec/disruption/budgets/1/duration",
+            Value::Null,
+        ),
+        None,
+        "spec.disruption.budgets",
+        "'schedule' must be set with 'duration'",
+    );
+    assert_rejected(
+        &with(
+            pool.clone(),
+            "/spec/disruption/budgets/0/nodes",
+            json!("150%"),
+        ),
+        None,
+        "spec.disruption.budgets[0].nodes",
+        "does not match pattern",
+    );
+    assert_rejected(
+        &with(
+            pool.clone(),
+            "/spec/disruption/consolidateAfter",
+            json!("5 minutes"),
+        ),
+        None,
+        "spec.disruption.consolidateAfter",
+        "does not match pattern",
+    );
+    assert_rejected(
+        &with(pool.clone(), "/spec/weight", json!(0)),
+        None,
+        "spec.weight",
+        "greater than or equal to 1",
+    );
+    assert_rejected(
+        &with(
+            pool.clone(),
+            "/spec/template/spec/nodeClassRef/name",
+            json!(""),
+        ),
+        None,
+        "spec.template.spec.nodeClassRef.name",
+        "name may not be empty",
+    );
+    assert_rejected(
+        &with(
+            pool.clone(),
+            "/spec/template/spec/taints",
+            json!([{"key": "a", "effect": "Sometimes"}]),
+        ),
+        None,
+        "spec.template.spec.taints[0].effect",
+        "unsupported value",
+    );
+    assert_rejected(
+        &with(
+            pool.clone(),
+            "/spec/disruption/consolidationPolicyy",
+            json!("WhenEmpty"),
+        ),
+        None,
+        "spec.disruption.consolidationPolicyy",
+        "field not declared",
+    );
+    assert_rejected(
+        &with(
+            pool.clone(),
+            "/spec/template/spec/nodeClassRef",
+            Value::Null,
+        ),
+        None,
+        "spec.template.spec.nodeClassRef",
+        "Required value",
+    );
+    // Static pools: no weight, only limits.nodes, and no switching modes.
+    let fixed = load("examples/nodepools/static.yaml");
+    assert_rejected(
+        &with(fixed.clone(), "/spec/weight", json!(5)),
+        None,
+        "spec",
+        "'weight' is not supported",
+    );
+    assert_rejected(
+        &with(fixed.clone(), "/spec/limits/cpu", json!("10")),
+        None,
+        "spec",
+        "only 'limits.nodes' is supported",
+    );
+    assert_rejected(
+        &with(fixed.clone(), "/spec/replicas", Value::Null),
+        Some(&fixed),
+        "spec",
+        "Cannot transition NodePool between static",
+    );
+    // Transition rule: the NodeClass group is immutable.
+    assert_rejected(
+        &with(
+            pool.clone(),
+            "/spec/template/spec/nodeClassRef/group",
+            json!("example.com"),
+        ),
+        Some(&pool),
+        "spec.template.spec.nodeClassRef",
+        "nodeClassRef.group is immutable",
+    );
+}
+
+#[test]
+fn nodeclaim_rules_reject_bad_manifests() {
+    let claim = load("examples/nodeclaims/nodeclaim.yaml");
+    assert_rejected(
+        &with(claim.clone(), "/spec/expireAfter", json!("1h")),
+        Some(&claim),
+        "spec",
+        "spec is immutable",
+    );
+    assert_rejected(
+        &with(
+            claim.clone(),
+            "/spec/requirements/1/key",
+            json!("karpenter.sh/bar"),
+        ),
+        None,
+        "spec.requirements[1].key",
+        "label domain \"karpenter.sh\" is restricted",
+    );
+    assert_rejected(
+        &with(claim.clone(), "/status/conditions/0/status", json!("Maybe")),
+        None,
+        "status.conditions[0].status",
+        "unsupported value",
+    );
+}
+
+#[test]
+fn ec2nodeclass_rules_reject_bad_manifests() {
+    let class = load("examples/ec2nodeclasses/al2023.yaml");
+    let custom = load("examples/ec2nodeclasses/custom-ami.yaml");
+    assert_rejected(
+        &with(
+            class.clone(),
+            "/spec/amiSelectorTerms/0/id",
+            json!("ami-0123456789abcdef0"),
+        ),
+        None,
+        "spec.amiSelectorTerms",
+        "'alias' is mutually exclusive, cannot be set with a combination of other fields",
+    );
+    assert_rejected(
+        &with(
+            class.clone(),
+            "/spec/amiSelectorTerms/1",
+            json!({"id": "ami-0123"}),
+        ),
+        None,
+        "spec.amiSelectorTerms",
+        "'alias' is mutually exclusive, cannot be set with a combination of other amiSelectorTerms",
+    );
+    assert_rejected(
+        &with(class.clone(), "/spec/amiSelectorTerms", json!([])),
+        None,
+        "spec.amiSelectorTerms",
+        "at least 1 items",
+    );
+    assert_rejected(
+        &with(
+            class.clone(),
+            "/spec/amiSelectorTerms/0/alias",
+            json!("windows2022@v1"),
+        ),
+        None,
+        "spec.amiSelectorTerms[0].alias",
+        "windows families may only specify version 'latest'",
+    );
+    assert_rejected(
+        &with(
+            class.clone(),
+            "/spec/amiSelectorTerms/0/alias",
+            json!("ubuntu@latest"),
+        ),
+        None,
+        "spec.amiSelectorTerms[0].alias",
+        "family is not supported",
+    );
+    assert_rejected(
+        &with(class.clone(), "/spec/amiFamily", json!("Bottlerocket")),
+        None,
+        "spec",
+        "amiFamily must be 'AL2023' or 'Custom'",
+    );
+    assert_rejected(
+        &with(custom.clone(), "/spec/amiFamily", Value::Null),
+        None,
+        "spec",
+        "must specify amiFamily if amiSelectorTerms does not contain an alias",
+    );
+    assert_rejected(
+        &with(class.clone(), "/spec/subnetSelectorTerms", json!([])),
+        None,
+        "spec.subnetSelectorTerms",
+        "subnetSelectorTerms cannot be empty",
+    );
+    assert_rejected(
+        &with(
+            class.clone(),
+            "/spec/securityGroupSelectorTerms",
+            json!([{}]),
+        ),
+        None,
+        "spec.securityGroupSelectorTerms",
+        "expected at least one, got none",
+    );
+    assert_rejected(
+        &with(
+            class.clone(),
+            "/spec/subnetSelectorTerms/0/id",
+            json!("subnet-0123"),
+        ),
+        None,
+        "spec.subnetSelectorTerms",
+        "'id' is mutually exclusive",
+    );
+    assert_rejected(
+        &with(class.clone(), "/spec/instanceProfile", json!("profile")),
+        None,
+        "spec",
+        "must specify exactly one of ['role', 'instanceProfile']",
+    );
+    assert_rejected(
+        &with(
+            class.clone(),
+            "/spec/tags/kubernetes.io~1cluster~1prod",
+            json!("owned"),
+        ),
+        None,
+        "spec.tags",
+        "restricted tag matching kubernetes.io/cluster/",
+    );
+    assert_rejected(
+        &with(
+            class.clone(),
+            "/spec/metadataOptions/httpPutResponseHopLimit",
+            json!(65),
+        ),
+        None,
+        "spec.metadataOptions.httpPutResponseHopLimit",
+        "less than or equal to 64",
+    );
+    assert_rejected(
+        &with(
+            class.clone(),
+            "/spec/blockDeviceMappings/0/ebs/volumeSize",
+            json!("100TB"),
+        ),
+        None,
+        "spec.blockDeviceMappings[0].ebs.volumeSize",
+        "does not match pattern",
+    );
+    assert_rejected(
+        &with(
+            custom.clone(),
+            "/spec/kubelet/imageGCLowThresholdPercent",
+            json!(90),
+        ),
+        None,
+        "spec.kubelet",
+        "imageGCHighThresholdPercent must be greater than imageGCLowThresholdPercent",
+    );
+    assert_rejected(
+        &with(custom.clone(), "/spec/kubelet/kubeReserved/gpu", json!("1")),
+        None,
+        "spec.kubelet.kubeReserved",
+        "valid keys for kubeReserved",
+    );
+    assert_rejected(
+        &with(
+            custom.clone(),
+            "/spec/networkInterfaces/0/interfaceType",
+            json!("efa-only"),
+        ),
+        None,
+        "spec.networkInterfaces",
+        "must include a primary interface",
+    );
+    assert_rejected(
+        &with(
+            custom.clone(),
+            "/spec/placementGroupSelector/id",
+            json!("pg-0123"),
+        ),
+        None,
+        "spec.placementGroupSelector",
+        "'name' and 'id' are mutually exclusive",
+    );
+    assert_rejected(
+        &with(
+            custom.clone(),
+            "/spec/blockDeviceMappings/1/rootVolume",
+            json!(true),
+        ),
+        None,
+        "spec.blockDeviceMappings",
+        "must have only one blockDeviceMappings with rootVolume",
+    );
+}
+
+#[test]
+fn extension_rules_reject_bad_manifests() {
+    let class = load("examples/ec2nodeclasses/extensions.yaml");
+    let filter = "/spec/extensions/instanceFilters/1";
+    assert_rejected(
+        &with(
+            class.clone(),
+            &format!("{filter}/path"),
+            json!("/tmp/x.wasm"),
+        ),
+        None,
+        "spec.extensions.instanceFilters[1]",
+        "must specify exactly one module source",
+    );
+    assert_rejected(
+        &with(class.clone(), &format!("{filter}/url"), Value::Null),
+        None,
+        "spec.extensions.instanceFilters[1]",
+        "must specify exactly one module source",
+    );
+    assert_rejected(
+        &with(class.clone(), &format!("{filter}/sha256"), Value::Null),
+        None,
+        "spec.extensions.instanceFilters[1]",
+        "'sha256' is required unless the module is 'builtin'",
+    );
+    assert_rejected(
+        &with(class.clone(), &format!("{filter}/sha256"), json!("ABC123")),
+        None,
+        "spec.extensions.instanceFilters[1].sha256",
+        "does not match pattern",
+    );
+    assert_rejected(
+        &with(
+            class.clone(),
+            &format!("{filter}/url"),
+            json!("http://modules.example.com/m.wasm"),
+        ),
+        None,
+        "spec.extensions.instanceFilters[1].url",
+        "does not match pattern",
+    );
+    assert_rejected(
+        &with(
+            class.clone(),
+            &format!("{filter}/failurePolicy"),
+            json!("Retry"),
+        ),
+        None,
+        "spec.extensions.instanceFilters[1].failurePolicy",
+        "unsupported value",
+    );
+    assert_rejected(
+        &with(class.clone(), &format!("{filter}/timeout"), json!("fast")),
+        None,
+        "spec.extensions.instanceFilters[1].timeout",
+        "does not match pattern",
+    );
+    assert_rejected(
+        &with(
+            class.clone(),
+            &format!("{filter}/name"),
+            json!("no-burstable"),
+        ),
+        None,
+        "spec.extensions.instanceFilters",
+        "instanceFilters names must be unique",
+    );
+    assert_rejected(
+        &with(class.clone(), &format!("{filter}/weight"), json!(2)),
+        None,
+        "spec.extensions.instanceFilters",
+        "'weight' is only valid on priorityScorers",
+    );
+    assert_rejected(
+        &with(
+            class.clone(),
+            "/spec/extensions/amiSelector/sha256",
+            json!("0".repeat(64)),
+        ),
+        None,
+        "spec.extensions.amiSelector",
+        "'sha256' must not be set on a 'builtin' module",
+    );
+    assert_rejected(
+        &with(
+            class.clone(),
+            "/spec/extensions/priorityScorers/0/weight",
+            json!(0),
+        ),
+        None,
+        "spec.extensions.priorityScorers[0].weight",
+        "greater than or equal to 1",
+    );
+    assert_rejected(
+        &with(
+            class.clone(),
+            "/spec/extensions/instanceFilters/0/configMap/key",
+            Value::Null,
+        ),
+        None,
+        "spec.extensions.instanceFilters[0].configMap.key",
+        "Required value",
+    );
+}

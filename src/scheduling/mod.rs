@@ -6,13 +6,35 @@
 //! data. Providers build [`InstanceType`]s; the simulator and controllers build
 //! pods (or convert them from `k8s_openapi` objects).
 
+pub mod convert;
+mod index;
+pub mod input;
 pub mod instance_type;
 pub mod labels;
+pub mod pod;
 pub mod requirements;
 pub mod resources;
+mod solver;
+pub mod taints;
+mod topology;
 
+pub use convert::{ConvertError, daemonset_pod_from_k8s, node_from_k8s, pod_from_k8s};
+pub use input::{
+    ExistingNode, ExistingPlacement, InstanceTypeOption, MinValuesPolicy, NewNodeClaim,
+    NodePoolSpec, PodError, SchedulerInput, SchedulerOptions, SchedulingResult,
+};
 pub use instance_type::{CapacityType, InstanceType, Offering, Overhead};
+pub use pod::{
+    ContainerRequests, HostPort, LabelSelector, NamespaceScope, NodeInclusionPolicy, Pod,
+    PodAffinityTerm, SelectorExpression, TopologySpreadConstraint, Weighted, WhenUnsatisfiable,
+    effective_requests,
+};
 pub use requirements::{
     Incompatibility, Operator, Requirement, RequirementError, Requirements, ValueSet,
 };
 pub use resources::{QuantityError, Resources, parse_quantity};
+pub use solver::Scheduler;
+pub use taints::{Taint, TaintEffect, Toleration};
+
+#[cfg(test)]
+mod tests;

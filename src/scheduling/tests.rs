@@ -1,0 +1,766 @@
+//! Scheduler behaviour tests: each semantic with a case that must place a pod
+//! and one where a pod must NOT land somewhere.
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::*;
+
+const GIB: i64 = 1 << 30;
+
+fn fake_type(i: usize) -> InstanceType {
+    let cpu = (i + 1) as i64;
+    let mem = 2 * cpu * GIB;
+    let price = 0.1 * cpu as f64 + 0.1 * mem as f64 / 1e9;
+    let mut offerings = Vec::new();
+    for zone in ["test-zone-1", "test-zone-2"] {
+        offerings.push(Offering::new(zone, CapacityType::Spot, price * 0.7));
+    }
+    for zone in ["test-zone-1", "test-zone-2", "test-zone-3"] {
+        offerings.push(Offering::new(zone, CapacityType::OnDemand, price));
+    }
+    let reqs: Requirements = [Requirement::single(labels::ARCH, "amd64")]
+        .into_iter()
+        .collect();
+    InstanceType::new(
+        &format!("fake-it-{i}"),
+        reqs,
+        offerings,
+        Resources::cpu_memory(cpu * 1000, mem).with_pods(10 * cpu),
+        Overhead {
+            kube_reserved: Resources::cpu_memory(100, 10 << 20),
+            ..Overhead::default()
+        },
+    )
+}
+
+fn types(n: usize) -> Vec<InstanceType> {
+    (0..n).map(fake_type).collect()
+}
+
+fn pool(name: &str, n: usize) -> NodePoolSpec {
+    NodePoolSpec {
+        name: name.to_string(),
+        instance_types: types(n),
+        ..NodePoolSpec::default()
+    }
+}
+
+fn pod(name: &str, cpu: i64, mem: i64) -> Pod {
+    Pod::new("default", name, Resources::cpu_memory(cpu, mem))
+}
+
+fn solve(pools: Vec<NodePoolSpec>, pods: Vec<Pod>) -> SchedulingResult {
+    Scheduler::new(SchedulerInput {
+        node_pools: pools,
+        pods,
+        ..SchedulerInput::default()
+    })
+    .solve()
+}
+
+fn claim_of<'a>(result: &'a SchedulingResult, pod: &str) -> &'a NewNodeClaim {
+    let reference = format!("default/{pod}");
+    result
+        .new_node_claims
+        .iter()
+        .find(|c| c.pods.contains(&reference))
+        .unwrap_or_else(|| panic!("{pod} not on a new claim: {:?}", result.errors))
+}
+
+fn req(key: &str, op: Operator, values: &[&str]) -> Requirement {
+    Requirement::new(key, op, values).unwrap()
+}
+
+#[test]
+fn small_pods_pack_onto_the_cheapest_fitting_type() {
+    let result = solve(
+        vec![pool("default", 10)],
+        vec![pod("a", 500, GIB / 2), pod("b", 500, GIB / 2)],
+    );
+    assert!(result.errors.is_empty(), "{:?}", result.errors);
+    assert_eq!(result.new_node_claims.len(), 1);
+    let claim = &result.new_node_claims[0];
+    // 1000m + pods need more than fake-it-0's 900m allocatable.
+    assert_eq!(claim.instance_type, "fake-it-1");
+    assert_eq!(claim.capacity_type, CapacityType::Spot);
+    assert!(
+        claim
+            .instance_type_options
+            .windows(2)
+            .all(|w| w[0].price <= w[1].price)
+    );
+    assert!(
+        !claim
+            .instance_type_options
+            .iter()
+            .any(|o| o.name == "fake-it-0")
+    );
+    assert_eq!(
+        claim.labels.get(labels::NODE_POOL).map(String::as_str),
+        Some("default")
+    );
+}
+
+#[test]
+fn too_large_pod_gets_a_resource_error() {
+    let result = solve(vec![pool("default", 4)], vec![pod("huge", 64_000, GIB)]);
+    assert!(result.new_node_claims.is_empty());
+    assert_eq!(result.errors.len(), 1);
+    let reason = &result.errors[0].reason;
+    assert!(
+        reason.contains("nodepool \"default\"") && reason.contains("cpu"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn no_pools_is_an_error_not_a_panic() {
+    let result = solve(vec![], vec![pod("a", 100, 0)]);
+    assert!(result.errors[0].reason.contains("no NodePool"));
+}
+
+#[test]
+fn taints_block_untolerating_pods_and_startup_taints_do_not() {
+    let mut tainted = pool("gpu", 4);
+    tainted.taints = vec![Taint::new("gpu", "true", TaintEffect::NoSchedule)];
+    tainted.startup_taints = vec![Taint::new("init", "", TaintEffect::NoSchedule)];
+    let plain = pod("plain", 100, 0);
+    let mut tolerant = pod("tolerant", 100, 0);
+    tolerant.tolerations = vec![Toleration::equal(
+        "gpu",
+        "true",
+        Some(TaintEffect::NoSchedule),
+    )];
+    let result = solve(vec![tainted], vec![plain, tolerant]);
+    assert_eq!(result.errors.len(), 1);
+    assert_eq!(result.errors[0].pod, "default/plain");
+    assert!(
+        result.errors[0]
+            .reason
+            .contains("did not tolerate taint gpu=true"),
+        "{}",
+        result.errors[0].reason
+    );
+    assert_eq!(claim_of(&result, "tolerant").taints.len(), 1);
+}
+
+#[test]
+fn prefer_no_schedule_is_avoided_then_relaxed() {
+    let mut soft = pool("soft", 4);
+    soft.weight = 100;
+    soft.taints = vec![Taint::new("spot-only", "", TaintEffect::PreferNoSchedule)];
+    let plain = pool("plain", 4);
+    let result = solve(vec![soft.clone(), plain], vec![pod("a", 100, 0)]);
+    assert_eq!(claim_of(&result, "a").node_pool, "plain");
+    let result = solve(vec![soft], vec![pod("a", 100, 0)]);
+    assert_eq!(claim_of(&result, "a").node_pool, "soft");
+}
+
+#[test]
+fn node_selectors_narrow_and_custom_labels_need_a_pool_label() {
+    let mut zonal = pod("zonal", 100, 0);
+    zonal
+        .node_selector
+        .insert(labels::ZONE.into(), "test-zone-3".into());
+    let mut team = pod("team", 100, 0);
+    team.node_selector.insert("team".into(), "a".into());
+    let result = solve(vec![pool("default", 4)], vec![zonal.clone(), team.clone()]);
+    let claim = claim_of(&result, "zonal");
+    assert_eq!(claim.zone, "test-zone-3");
+    assert_eq!(
+        claim.capacity_type,
+        CapacityType::OnDemand,
+        "no spot in zone 3"
+    );
+    assert_eq!(result.errors.len(), 1);
+    assert!(
+        result.errors[0]
+            .reason
+            .contains("\"team\" does not have known values")
+    );
+    let mut labelled = pool("team-a", 4);
+    labelled.labels.insert("team".into(), "a".into());
+    let result = solve(vec![labelled], vec![team]);
+    assert!(result.errors.is_empty());
+    assert_eq!(
+        claim_of(&result, "team")
+            .labels
+            .get("team")
+            .map(String::as_str),
+        Some("a")
+    );
+}
+
+#[test]
+fn hostname_and_restricted_selectors_cannot_create_nodes() {
+    let mut host = pod("host", 100, 0);
+    host.node_selector
+        .insert(labels::HOSTNAME.into(), "node-1".into());
+    let mut restricted = pod("restricted", 100, 0);
+    restricted
+        .node_selector
+        .insert("karpenter.sh/custom".into(), "x".into());
+    let result = solve(vec![pool("default", 4)], vec![host, restricted]);
+    assert_eq!(result.errors.len(), 2);
+    assert!(
+        result
+            .errors
+            .iter()
+            .all(|e| e.reason.contains("restricted"))
+    );
+}
+
+#[test]
+fn gt_lt_requirements_select_types() {
+    let mut p = pod("big", 100, 0);
+    p.required_node_affinity = vec![
+        [req(
+            labels::INSTANCE_TYPE,
+            Operator::In,
+            &["fake-it-2", "fake-it-5", "fake-it-9"],
+        )]
+        .into_iter()
+        .collect(),
+    ];
+    let mut pool = pool("default", 10);
+    pool.requirements
+        .add(req(labels::INSTANCE_TYPE, Operator::NotIn, &["fake-it-2"]));
+    let result = solve(vec![pool], vec![p]);
+    let claim = claim_of(&result, "big");
+    assert_eq!(claim.instance_type, "fake-it-5");
+    assert_eq!(claim.instance_type_options.len(), 2);
+}
+
+#[test]
+fn host_ports_force_separate_nodes() {
+    let port = HostPort {
+        port: 8080,
+        protocol: "TCP".into(),
+        host_ip: String::new(),
+    };
+    let mut a = pod("a", 100, 0);
+    a.host_ports = vec![port.clone()];
+    let mut b = pod("b", 100, 0);
+    b.host_ports = vec![port.clone()];
+    let mut c = pod("c", 100, 0);
+    c.host_ports = vec![HostPort { port: 9090, ..port }];
+    let result = solve(vec![pool("default", 4)], vec![a, b, c]);
+    assert!(result.errors.is_empty());
+    assert_eq!(result.new_node_claims.len(), 2);
+    assert_ne!(claim_of(&result, "a").pods, claim_of(&result, "b").pods);
+}
+
+fn anti(app: &str, key: &str) -> PodAffinityTerm {
+    PodAffinityTerm::new(LabelSelector::match_labels(&[("app", app)]), key)
+}
+
+#[test]
+fn hostname_anti_affinity_forces_separate_nodes() {
+    let pods: Vec<Pod> = (0..3)
+        .map(|i| {
+            let mut p = pod(&format!("web-{i}"), 100, 0).with_label("app", "web");
+            p.pod_anti_affinity = vec![anti("web", labels::HOSTNAME)];
+            p
+        })
+        .collect();
+    let mut others: Vec<Pod> = (0..3).map(|i| pod(&format!("other-{i}"), 100, 0)).collect();
+    others.extend(pods);
+    let result = solve(vec![pool("default", 4)], others);
+    assert!(result.errors.is_empty(), "{:?}", result.errors);
+    assert_eq!(result.new_node_claims.len(), 3);
+    for c in &result.new_node_claims {
+        assert_eq!(c.pods.iter().filter(|p| p.contains("web")).count(), 1);
+    }
+}
+
+#[test]
+fn anti_affinity_of_running_pod_repels_matching_pods() {
+    let mut running = pod("db-0", 100, 0).with_label("app", "db");
+    running.pod_anti_affinity = vec![anti("web", labels::HOSTNAME)];
+    let node = ExistingNode {
+        name: "node-1".into(),
+        labels: [(labels::ZONE.to_string(), "test-zone-1".to_string())].into(),
+        allocatable: Resources::cpu_memory(8000, 16 * GIB).with_pods(100),
+        capacity: Resources::cpu_memory(8000, 16 * GIB).with_pods(100),
+        pods: vec![running],
+        initialized: true,
+        ..ExistingNode::default()
+    };
+    let input = SchedulerInput {
+        node_pools: vec![pool("default", 4)],
+        existing_nodes: vec![node],
+        pods: vec![
+            pod("web", 100, 0).with_label("app", "web"),
+            pod("api", 100, 0).with_label("app", "api"),
+        ],
+        ..SchedulerInput::default()
+    };
+    let result = Scheduler::new(input).solve();
+    assert_eq!(
+        result.existing_node_placements,
+        vec![ExistingPlacement {
+            pod: "default/api".into(),
+            node: "node-1".into()
+        }]
+    );
+    assert_eq!(
+        claim_of(&result, "web").pods,
+        vec!["default/web".to_string()]
+    );
+}
+
+#[test]
+fn zone_anti_affinity_blocks_every_possible_zone() {
+    let pods: Vec<Pod> = (0..2)
+        .map(|i| {
+            let mut p = pod(&format!("z-{i}"), 100, 0).with_label("app", "z");
+            p.pod_anti_affinity = vec![anti("z", labels::ZONE)];
+            p
+        })
+        .collect();
+    let result = solve(vec![pool("default", 4)], pods);
+    // The first pod's NodeClaim could land in any zone, so all are blocked.
+    assert_eq!(result.new_node_claims.len(), 1);
+    assert_eq!(result.errors.len(), 1);
+    assert!(
+        result.errors[0].reason.contains("anti-affinity"),
+        "{}",
+        result.errors[0].reason
+    );
+}
+
+fn spread(key: &str, app: &str) -> TopologySpreadConstraint {
+    TopologySpreadConstraint::new(key, 1, LabelSelector::match_labels(&[("app", app)]))
+}
+
+#[test]
+fn zone_spread_counts_running_pods() {
+    let running: Vec<Pod> = (0..2)
+        .map(|i| pod(&format!("old-{i}"), 100, 0).with_label("app", "s"))
+        .collect();
+    let node = ExistingNode {
+        name: "node-1".into(),
+        labels: [(labels::ZONE.to_string(), "test-zone-1".to_string())].into(),
+        allocatable: Resources::cpu_memory(8000, 16 * GIB).with_pods(100),
+        capacity: Resources::cpu_memory(8000, 16 * GIB).with_pods(100),
+        pods: running,
+        initialized: true,
+        ..ExistingNode::default()
+    };
+    let pods: Vec<Pod> = (0..3)
+        .map(|i| {
+            let mut p = pod(&format!("s-{i}"), 100, 0).with_label("app", "s");
+            p.topology_spread = vec![spread(labels::ZONE, "s")];
+            p
+        })
+        .collect();
+    let input = SchedulerInput {
+        node_pools: vec![pool("default", 4)],
+        existing_nodes: vec![node],
+        pods,
+        ..SchedulerInput::default()
+    };
+    let result = Scheduler::new(input).solve();
+    assert!(result.errors.is_empty(), "{:?}", result.errors);
+    assert!(
+        result.existing_node_placements.is_empty(),
+        "zone 1 already has 2 pods"
+    );
+    let mut zones: Vec<&str> = result
+        .new_node_claims
+        .iter()
+        .map(|c| c.zone.as_str())
+        .collect();
+    zones.sort();
+    assert!(!zones.contains(&"test-zone-1"));
+    let per_zone = |z: &str| -> usize {
+        result
+            .new_node_claims
+            .iter()
+            .filter(|c| c.zone == z)
+            .map(|c| c.pods.len())
+            .sum()
+    };
+    assert_eq!(per_zone("test-zone-2") + per_zone("test-zone-3"), 3);
+    assert!(per_zone("test-zone-2").abs_diff(per_zone("test-zone-3")) <= 1);
+}
+
+#[test]
+fn hostname_spread_limits_pods_per_node() {
+    let pods: Vec<Pod> = (0..4)
+        .map(|i| {
+            let mut p = pod(&format!("h-{i}"), 100, 0).with_label("app", "h");
+            p.topology_spread = vec![TopologySpreadConstraint {
+                max_skew: 2,
+                ..spread(labels::HOSTNAME, "h")
+            }];
+            p
+        })
+        .collect();
+    let result = solve(vec![pool("default", 4)], pods);
+    assert!(result.errors.is_empty());
+    assert_eq!(result.new_node_claims.len(), 2);
+    assert!(result.new_node_claims.iter().all(|c| c.pods.len() == 2));
+}
+
+#[test]
+fn self_affinity_on_zone_keeps_pods_together_and_unmatched_affinity_fails() {
+    let pods: Vec<Pod> = (0..3)
+        .map(|i| {
+            let mut p = pod(&format!("a-{i}"), 2500, 0).with_label("team", "x");
+            p.pod_affinity = vec![PodAffinityTerm::new(
+                LabelSelector::match_labels(&[("team", "x")]),
+                labels::ZONE,
+            )];
+            p
+        })
+        .collect();
+    let mut lonely = pod("lonely", 100, 0);
+    lonely.pod_affinity = vec![PodAffinityTerm::new(
+        LabelSelector::match_labels(&[("team", "nobody")]),
+        labels::ZONE,
+    )];
+    let mut all = pods;
+    all.push(lonely);
+    let result = solve(vec![pool("default", 3)], all);
+    let zones: Vec<&str> = ["a-0", "a-1", "a-2"]
+        .iter()
+        .map(|p| claim_of(&result, p).zone.as_str())
+        .collect();
+    assert!(zones.windows(2).all(|w| w[0] == w[1]), "{zones:?}");
+    assert_eq!(result.errors.len(), 1);
+    assert_eq!(result.errors[0].pod, "default/lonely");
+}
+
+#[test]
+fn min_values_keeps_enough_instance_types() {
+    let mut p = pool("default", 10);
+    p.requirements
+        .add(req(labels::INSTANCE_TYPE, Operator::Exists, &[]).with_min_values(5));
+    let result = solve(vec![p.clone()], vec![pod("a", 100, 0)]);
+    assert!(result.errors.is_empty());
+    assert!(claim_of(&result, "a").instance_type_options.len() >= 5);
+    // A pod so large that only 3 types fit cannot satisfy minValues 5.
+    let result = solve(vec![p.clone()], vec![pod("big", 7500, 0)]);
+    assert_eq!(result.errors.len(), 1);
+    assert!(
+        result.errors[0].reason.contains("minValues 5"),
+        "{}",
+        result.errors[0].reason
+    );
+    // Truncation to fewer options than minValues is an error too.
+    let input = SchedulerInput {
+        node_pools: vec![p],
+        pods: vec![pod("a", 100, 0)],
+        options: SchedulerOptions {
+            max_instance_types: 3,
+            ..SchedulerOptions::default()
+        },
+        ..SchedulerInput::default()
+    };
+    let result = Scheduler::new(input).solve();
+    assert!(result.new_node_claims.is_empty());
+    assert!(result.errors[0].reason.contains("minValues"));
+}
+
+#[test]
+fn heavier_pools_first_and_limits_are_not_overrun() {
+    let mut heavy = pool("heavy", 4);
+    heavy.weight = 50;
+    heavy.limits = BTreeMap::from([("cpu".to_string(), 4000)]);
+    let light = pool("light", 4);
+    let pods: Vec<Pod> = (0..3)
+        .map(|i| {
+            let mut p = pod(&format!("p-{i}"), 1500, 0).with_label("app", "x");
+            p.pod_anti_affinity = vec![anti("x", labels::HOSTNAME)];
+            p
+        })
+        .collect();
+    let result = solve(vec![light, heavy], pods);
+    assert!(result.errors.is_empty(), "{:?}", result.errors);
+    let heavy_claims: Vec<_> = result
+        .new_node_claims
+        .iter()
+        .filter(|c| c.node_pool == "heavy")
+        .collect();
+    let heavy_cpu: i64 = heavy_claims
+        .iter()
+        .map(|c| {
+            c.instance_type
+                .trim_start_matches("fake-it-")
+                .parse::<i64>()
+                .unwrap()
+                + 1
+        })
+        .sum();
+    assert!(!heavy_claims.is_empty());
+    assert!(
+        heavy_cpu <= 4,
+        "heavy pool used {heavy_cpu} cpus over its limit of 4"
+    );
+    assert!(
+        result
+            .new_node_claims
+            .iter()
+            .any(|c| c.node_pool == "light")
+    );
+}
+
+#[test]
+fn daemonset_overhead_counts_only_where_daemonsets_run() {
+    let mut ds = pod("ds", 1000, 0);
+    ds.owner_kind = Some("DaemonSet".into());
+    let mut gpu_only = pod("gpu-ds", 2000, 0);
+    gpu_only
+        .node_selector
+        .insert("accelerator".into(), "gpu".into());
+    let input = SchedulerInput {
+        node_pools: vec![pool("default", 6)],
+        pods: vec![pod("a", 500, 0)],
+        daemonsets: vec![ds, gpu_only],
+        ..SchedulerInput::default()
+    };
+    let result = Scheduler::new(input).solve();
+    let claim = claim_of(&result, "a");
+    assert_eq!(
+        claim.requests.cpu_millis, 1500,
+        "the gpu daemonset must not count"
+    );
+    assert_eq!(claim.requests.pods, 2);
+    assert_eq!(claim.instance_type, "fake-it-1");
+}
+
+#[test]
+fn preferences_are_honoured_then_relaxed() {
+    let mut prefers_zone2 = pod("z2", 100, 0);
+    prefers_zone2.preferred_node_affinity = vec![
+        Weighted {
+            weight: 1,
+            term: [req(labels::ZONE, Operator::In, &["test-zone-3"])]
+                .into_iter()
+                .collect(),
+        },
+        Weighted {
+            weight: 50,
+            term: [req(labels::ZONE, Operator::In, &["test-zone-2"])]
+                .into_iter()
+                .collect(),
+        },
+    ];
+    let mut impossible = pod("nowhere", 100, 0);
+    impossible.preferred_node_affinity = vec![Weighted {
+        weight: 10,
+        term: [req(labels::ZONE, Operator::In, &["mars-1"])]
+            .into_iter()
+            .collect(),
+    }];
+    let mut or_terms = pod("or", 100, 0);
+    or_terms.required_node_affinity = vec![
+        [req(labels::ZONE, Operator::In, &["mars-1"])]
+            .into_iter()
+            .collect(),
+        [req(labels::ZONE, Operator::In, &["test-zone-3"])]
+            .into_iter()
+            .collect(),
+    ];
+    let mut strict = pod("strict", 100, 0);
+    strict.required_node_affinity = vec![
+        [req(labels::ZONE, Operator::In, &["mars-1"])]
+            .into_iter()
+            .collect(),
+    ];
+    let result = solve(
+        vec![pool("default", 4)],
+        vec![prefers_zone2, impossible, or_terms, strict],
+    );
+    assert_eq!(claim_of(&result, "z2").zone, "test-zone-2");
+    claim_of(&result, "nowhere");
+    assert_eq!(claim_of(&result, "or").zone, "test-zone-3");
+    assert_eq!(
+        result.errors.len(),
+        1,
+        "the last required term is never relaxed"
+    );
+    assert_eq!(result.errors[0].pod, "default/strict");
+}
+
+#[test]
+fn ignore_preferences_drops_them_up_front() {
+    let mk = |i: usize| {
+        let mut p = pod(&format!("p-{i}"), 100, 0).with_label("app", "nginx");
+        p.preferred_pod_anti_affinity = vec![Weighted {
+            weight: 1,
+            term: anti("nginx", labels::HOSTNAME),
+        }];
+        p
+    };
+    let respect = solve(vec![pool("default", 4)], (0..3).map(mk).collect());
+    assert_eq!(respect.new_node_claims.len(), 3);
+    let input = SchedulerInput {
+        node_pools: vec![pool("default", 4)],
+        pods: (0..3).map(mk).collect(),
+        options: SchedulerOptions {
+            ignore_preferences: true,
+            ..SchedulerOptions::default()
+        },
+        ..SchedulerInput::default()
+    };
+    let ignore = Scheduler::new(input).solve();
+    assert_eq!(ignore.new_node_claims.len(), 1);
+}
+
+#[test]
+fn init_containers_size_the_node() {
+    let requests = effective_requests(
+        &[ContainerRequests {
+            requests: Resources::cpu_memory(100, 0),
+            restartable: false,
+        }],
+        &[ContainerRequests {
+            requests: Resources::cpu_memory(2500, 0),
+            restartable: false,
+        }],
+        &Resources::zero(),
+    );
+    let result = solve(
+        vec![pool("default", 6)],
+        vec![Pod::new("default", "init", requests)],
+    );
+    assert_eq!(claim_of(&result, "init").instance_type, "fake-it-2");
+}
+
+#[test]
+fn existing_and_in_flight_nodes_are_used_before_new_claims() {
+    let existing = ExistingNode {
+        name: "full".into(),
+        allocatable: Resources::cpu_memory(1000, GIB).with_pods(10),
+        capacity: Resources::cpu_memory(1000, GIB).with_pods(10),
+        pods: vec![pod("old", 900, 0)],
+        initialized: true,
+        ..ExistingNode::default()
+    };
+    let in_flight = ExistingNode {
+        name: "starting".into(),
+        labels: [(labels::NODE_POOL.to_string(), "default".to_string())].into(),
+        taints: vec![
+            Taint::new("node.kubernetes.io/not-ready", "", TaintEffect::NoSchedule),
+            Taint::new("boot", "", TaintEffect::NoSchedule),
+        ],
+        allocatable: Resources::cpu_memory(2000, GIB).with_pods(10),
+        capacity: Resources::cpu_memory(2000, GIB).with_pods(10),
+        initialized: false,
+        ..ExistingNode::default()
+    };
+    let mut pool = pool("default", 4);
+    pool.startup_taints = vec![Taint::new("boot", "", TaintEffect::NoSchedule)];
+    let input = SchedulerInput {
+        node_pools: vec![pool],
+        existing_nodes: vec![existing],
+        in_flight: vec![in_flight],
+        pods: vec![pod("a", 1500, 0), pod("b", 200, 0)],
+        ..SchedulerInput::default()
+    };
+    let result = Scheduler::new(input).solve();
+    assert!(result.errors.is_empty());
+    assert!(result.new_node_claims.is_empty());
+    let on = |p: &str| {
+        result
+            .existing_node_placements
+            .iter()
+            .find(|x| x.pod == format!("default/{p}"))
+            .map(|x| x.node.as_str())
+    };
+    assert_eq!(
+        on("a"),
+        Some("starting"),
+        "1500m does not fit on the full node"
+    );
+    assert_eq!(
+        on("b"),
+        Some("starting"),
+        "100m left on the full node is not enough for 200m"
+    );
+}
+
+fn reserved_type() -> InstanceType {
+    let mut it = fake_type(1);
+    it.offerings
+        .push(Offering::reserved("test-zone-1", 0.00001, "cr-1", 1));
+    InstanceType::new(
+        &it.name.clone(),
+        Requirements::new(),
+        it.offerings,
+        it.capacity,
+        it.overhead,
+    )
+}
+
+#[test]
+fn reserved_capacity_is_preferred_while_it_has_room() {
+    let mut pool = pool("default", 4);
+    pool.instance_types[1] = reserved_type();
+    let pods: Vec<Pod> = (0..2)
+        .map(|i| {
+            let mut p = pod(&format!("r-{i}"), 1000, 0).with_label("app", "r");
+            p.pod_anti_affinity = vec![anti("r", labels::HOSTNAME)];
+            p
+        })
+        .collect();
+    let result = solve(vec![pool.clone()], pods);
+    assert!(result.errors.is_empty(), "{:?}", result.errors);
+    let reserved: Vec<_> = result
+        .new_node_claims
+        .iter()
+        .filter(|c| c.capacity_type == CapacityType::Reserved)
+        .collect();
+    assert_eq!(
+        reserved.len(),
+        1,
+        "the reservation has room for one instance"
+    );
+    assert_eq!(reserved[0].reservation_id.as_deref(), Some("cr-1"));
+    assert_eq!(reserved[0].instance_type, "fake-it-1");
+    assert_eq!(
+        reserved[0].instance_type_options.len(),
+        1,
+        "pinned to reserved offerings"
+    );
+    let other = result
+        .new_node_claims
+        .iter()
+        .find(|c| c.capacity_type != CapacityType::Reserved)
+        .unwrap();
+    assert!(other.reservation_id.is_none());
+    // A reserved-only pool fails once the reservation is used up.
+    pool.requirements
+        .add(req(labels::CAPACITY_TYPE, Operator::In, &["reserved"]));
+    let pods: Vec<Pod> = (0..2)
+        .map(|i| {
+            let mut p = pod(&format!("r-{i}"), 1000, 0).with_label("app", "r");
+            p.pod_anti_affinity = vec![anti("r", labels::HOSTNAME)];
+            p
+        })
+        .collect();
+    let result = solve(vec![pool], pods);
+    assert_eq!(result.new_node_claims.len(), 1);
+    assert_eq!(result.errors.len(), 1);
+}
+
+#[test]
+fn priority_scores_order_options_before_price() {
+    let mut pool = pool("default", 6);
+    pool.priority_scores = Some(HashMap::from([
+        ("fake-it-4".to_string(), 10),
+        ("fake-it-3".to_string(), 5),
+    ]));
+    let result = solve(vec![pool], vec![pod("a", 100, 0)]);
+    let claim = claim_of(&result, "a");
+    assert_eq!(claim.instance_type, "fake-it-4");
+    let names: Vec<&str> = claim
+        .instance_type_options
+        .iter()
+        .map(|o| o.name.as_str())
+        .collect();
+    assert_eq!(&names[..3], &["fake-it-4", "fake-it-3", "fake-it-0"]);
+    assert_eq!(claim.instance_type_options[0].score, Some(10));
+}

@@ -1,0 +1,147 @@
+//! Topology groups: the pod counts per domain behind topology spread, pod
+//! affinity and pod anti-affinity (Karpenter's `TopologyGroup`), kept
+//! incrementally so a placement never rescans placed pods.
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::index::Reqs;
+use super::pod::{LabelSelector, NamespaceScope};
+use super::taints::{Taint, Toleration, first_untolerated};
+
+/// What a group constrains.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum GroupKind {
+    Spread {
+        max_skew: i32,
+        min_domains: Option<i32>,
+        honor: bool,
+    },
+    Affinity,
+    AntiAffinity,
+    /// Domains where owners of a required anti-affinity term live; pods the
+    /// term selects must avoid them.
+    InverseAntiAffinity,
+}
+
+/// Which namespaces a group counts pods in.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum NsMatch {
+    All,
+    Set(Vec<String>),
+}
+
+impl NsMatch {
+    pub(crate) fn resolve(
+        scope: &NamespaceScope,
+        own: &str,
+        namespace_labels: &BTreeMap<String, BTreeMap<String, String>>,
+    ) -> NsMatch {
+        match scope {
+            NamespaceScope::All => NsMatch::All,
+            NamespaceScope::Listed(list) if list.is_empty() => NsMatch::Set(vec![own.to_string()]),
+            NamespaceScope::Listed(list) => {
+                let mut v = list.clone();
+                v.sort();
+                v.dedup();
+                NsMatch::Set(v)
+            }
+            NamespaceScope::Selected(list, selector) => {
+                let mut v = list.clone();
+                for (ns, labels) in namespace_labels {
+                    if selector.matches(labels) {
+                        v.push(ns.clone());
+                    }
+                }
+                v.sort();
+                v.dedup();
+                NsMatch::Set(v)
+            }
+        }
+    }
+
+    fn contains(&self, ns: &str) -> bool {
+        match self {
+            NsMatch::All => true,
+            NsMatch::Set(v) => v.iter().any(|n| n == ns),
+        }
+    }
+}
+
+/// Which nodes' pods a spread constraint counts (nodeAffinityPolicy and
+/// nodeTaintsPolicy set to Honor).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub(crate) struct NodeFilter {
+    pub reqs: Option<Reqs>,
+    pub tolerations: Option<Vec<Toleration>>,
+}
+
+impl NodeFilter {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.reqs.as_ref().is_none_or(|r| r.items.is_empty()) && self.tolerations.is_none()
+    }
+
+    pub(crate) fn admits_taints(&self, taints: &[Taint]) -> bool {
+        self.tolerations
+            .as_ref()
+            .is_none_or(|tol| first_untolerated(taints, tol, false).is_none())
+    }
+}
+
+/// Identity of a group: pods whose constraints are equal share one.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct GroupKey {
+    pub kind: GroupKind,
+    pub key: u32,
+    pub namespaces: NsMatch,
+    pub selector: Option<LabelSelector>,
+    pub filter: NodeFilter,
+}
+
+/// A topology group with its counts.
+#[derive(Debug)]
+pub(crate) struct Group {
+    pub id: GroupKey,
+    /// True when the key is `kubernetes.io/hostname`: counts live on each node/claim.
+    pub hostname: bool,
+    /// Pod counts per domain (non-hostname keys).
+    pub counts: HashMap<u32, i32>,
+    /// Sum over all domains.
+    pub total: i64,
+}
+
+impl Group {
+    pub(crate) fn new(id: GroupKey, hostname: bool) -> Self {
+        Group {
+            id,
+            hostname,
+            counts: HashMap::new(),
+            total: 0,
+        }
+    }
+
+    /// Whether the group counts a pod with these labels in this namespace.
+    pub(crate) fn selects(&self, namespace: &str, labels: &BTreeMap<String, String>) -> bool {
+        self.id.namespaces.contains(namespace)
+            && self.id.selector.as_ref().is_some_and(|s| s.matches(labels))
+    }
+
+    pub(crate) fn count(&self, domain: u32) -> i32 {
+        self.counts.get(&domain).copied().unwrap_or(0)
+    }
+}
+
+/// Per-node counts for hostname-keyed groups.
+pub(crate) fn host_count(counts: &[(u32, i32)], group: u32) -> i32 {
+    counts
+        .iter()
+        .find(|(g, _)| *g == group)
+        .map(|(_, c)| *c)
+        .unwrap_or(0)
+}
+
+pub(crate) fn bump_host_count(counts: &mut Vec<(u32, i32)>, group: u32) {
+    match counts.iter_mut().find(|(g, _)| *g == group) {
+        Some((_, c)) => *c += 1,
+        None => counts.push((group, 1)),
+    }
+}

@@ -630,7 +630,7 @@ mod tests {
         }));
         let err = pod_from_k8s(&pod).unwrap_err().to_string();
         assert!(
-            err.contains("pod ns/p") && err.contains("spec.containers[0].resources.requests"),
+            err.contains("pod ns/p") && err.contains("spec.containers[0].resources"),
             "{err}"
         );
         let pod = pod_json(serde_json::json!({

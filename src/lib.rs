@@ -4,3 +4,4 @@ pub mod apis;
 pub mod aws;
 pub mod cli;
 pub mod scheduling;
+pub mod sim;

@@ -1,10 +1,9 @@
 //! `nodewright catalog`: which instance types a set of NodePool requirements admits.
 
-use std::fmt::Write as _;
-
 use clap::{Args, ValueEnum};
 
-use super::CliError;
+use super::table::Table;
+use super::{CliError, emit};
 use crate::aws::catalog::{Catalog, PriceSource};
 use crate::aws::instance_types::{ResolverSettings, labels, resolve_all};
 use crate::scheduling::{CapacityType, InstanceType, Operator, Requirement, Requirements};
@@ -98,8 +97,7 @@ pub fn run(args: &CatalogArgs) -> Result<(), CliError> {
         Output::Table => table(&catalog, &matching),
         Output::Json => json(&catalog, &matching)?,
     };
-    print!("{out}");
-    Ok(())
+    emit(&out)
 }
 
 fn cheapest_on_demand(it: &InstanceType) -> Option<(f64, bool)> {
@@ -119,55 +117,47 @@ fn label(it: &InstanceType, key: &str) -> String {
 }
 
 fn table(catalog: &Catalog, types: &[&InstanceType]) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "{:<24} {:<6} {:>5} {:>10} {:>5} {:>12}",
-        "NAME", "ARCH", "VCPU", "MEMORY", "PODS", "ON-DEMAND/H"
-    );
-    let mut estimates = false;
+    let mut table = Table::new(&[
+        "NAME",
+        "ARCH",
+        "#VCPU",
+        "#MEMORY",
+        "#PODS",
+        "#ON-DEMAND $/H",
+    ]);
     for it in types {
         let price = match cheapest_on_demand(it) {
-            Some((price, estimate)) => {
-                estimates |= estimate;
-                format!("{}${price:.4}", if estimate { "~" } else { "" })
-            }
+            Some((price, estimate)) => format!("{}{price:.4}", if estimate { "~" } else { "" }),
             None => "unavailable".to_string(),
         };
-        let _ = writeln!(
-            out,
-            "{:<24} {:<6} {:>5} {:>10} {:>5} {:>12}",
-            it.name,
+        table.row(vec![
+            it.name.clone(),
             label(it, labels::ARCH),
             label(it, labels::INSTANCE_CPU),
             format!("{}Mi", label(it, labels::INSTANCE_MEMORY)),
-            it.capacity.pods,
-            price
-        );
+            it.capacity.pods.to_string(),
+            price,
+        ]);
     }
-    let _ = writeln!(
-        out,
-        "{} instance types in {}",
+    let mut out = table.render();
+    out.push_str(&format!(
+        "{} instance types in {}\n",
         types.len(),
         catalog.region()
-    );
+    ));
     match catalog.prices().source() {
         PriceSource::Snapshot { generated_at } => {
-            let _ = writeln!(out, "prices: on-demand snapshot of {generated_at}");
+            out.push_str(&format!("prices: on-demand snapshot of {generated_at}\n"));
         }
         PriceSource::Borrowed {
             from_region,
             generated_at,
         } => {
-            let _ = writeln!(
-                out,
-                "prices: ~ marks estimates; no price data for {}, {from_region} snapshot of {generated_at} shown",
+            out.push_str(&format!(
+                "prices: ~ marks estimates: {} has no price data, the {from_region} snapshot of {generated_at} is shown\n",
                 catalog.region()
-            );
+            ));
         }
-    }
-    if estimates && !catalog.prices().is_estimate() {
-        let _ = writeln!(out, "~ marks estimated prices");
     }
     out
 }

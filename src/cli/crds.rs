@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::CliError;
+use super::{CliError, emit};
 
 /// Arguments of `nodewright crds`.
 #[derive(Debug, Args)]
@@ -19,6 +19,8 @@ pub fn run(args: &CrdsArgs) -> Result<(), CliError> {
     let crds = crate::apis::crds::generate()?;
     match &args.output_dir {
         Some(dir) => {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
             for (file_name, yaml) in &crds {
                 let path = dir.join(file_name);
                 std::fs::write(&path, yaml)
@@ -27,7 +29,7 @@ pub fn run(args: &CrdsArgs) -> Result<(), CliError> {
         }
         None => {
             let docs: Vec<&str> = crds.iter().map(|(_, yaml)| yaml.as_str()).collect();
-            print!("{}", docs.join("---\n"));
+            emit(&docs.join("---\n"))?;
         }
     }
     Ok(())

@@ -1,6 +1,9 @@
 //! The command line: argument parsing, dispatch, and one-line errors.
 
 mod catalog;
+mod crds;
+mod simulate;
+mod table;
 
 use std::process::ExitCode;
 
@@ -22,6 +25,10 @@ pub struct Cli {
 enum Command {
     /// List the instance types a set of NodePool requirements admits.
     Catalog(catalog::CatalogArgs),
+    /// Print the CustomResourceDefinitions, or write them to a directory.
+    Crds(crds::CrdsArgs),
+    /// Run one provisioning round on YAML manifests and print the plan.
+    Simulate(simulate::SimulateArgs),
 }
 
 /// A failed command: printed as one line, exit code 1.
@@ -32,6 +39,8 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Catalog(args) => catalog::run(&args),
+        Command::Crds(args) => crds::run(&args),
+        Command::Simulate(args) => simulate::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -39,6 +48,16 @@ pub fn main() -> ExitCode {
             eprintln!("error: {}", error_chain(error.as_ref()));
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Writes command output to stdout; a closed pipe (`| head`) ends output quietly.
+pub fn emit(text: &str) -> Result<(), CliError> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
     }
 }
 

@@ -8,6 +8,7 @@
 
 pub mod capacity;
 pub mod labels;
+mod settings;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -25,10 +26,10 @@ use capacity::{
 /// Why an instance type could not be resolved under the given settings.
 #[derive(Debug, thiserror::Error)]
 pub enum ResolveError {
-    /// A kubelet reservation or eviction quantity did not parse.
-    #[error("spec.kubelet.{field}: {source}")]
-    Kubelet {
-        /// The kubelet field, e.g. `kubeReserved.memory`.
+    /// A quantity in the EC2NodeClass did not parse.
+    #[error("spec.{field}: {source}")]
+    Quantity {
+        /// The field under `spec`, e.g. `kubelet.kubeReserved.memory`.
         field: String,
         /// The quantity problem.
         #[source]
@@ -246,8 +247,8 @@ fn apply_reservations(
     for (resource, quantity) in reserved {
         let scale = if resource == "cpu" { 3 } else { 0 };
         let amount =
-            parse_quantity(resource, quantity, scale).map_err(|source| ResolveError::Kubelet {
-                field: format!("{field}.{resource}"),
+            parse_quantity(resource, quantity, scale).map_err(|source| ResolveError::Quantity {
+                field: format!("kubelet.{field}.{resource}"),
                 source,
             })?;
         into.set(resource, amount);
@@ -270,8 +271,8 @@ fn eviction_signal(field: &str, value: &str, total: i64) -> Result<i64, ResolveE
                 })?;
             Ok((total as f64 / 100.0 * percent).ceil() as i64)
         }
-        None => parse_quantity(field, value, 0).map_err(|source| ResolveError::Kubelet {
-            field: field.to_string(),
+        None => parse_quantity(field, value, 0).map_err(|source| ResolveError::Quantity {
+            field: format!("kubelet.{field}"),
             source,
         }),
     }

@@ -1,0 +1,106 @@
+//! `nodewright simulate`: one provisioning round on manifests, printed as a plan.
+
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+
+use super::table::Table;
+use super::{CliError, emit};
+use crate::sim::{Plan, SimulateOptions, simulate};
+
+/// Arguments of `nodewright simulate`.
+#[derive(Debug, Args)]
+pub struct SimulateArgs {
+    /// YAML files or directories: NodePools, EC2NodeClasses, Pods, Deployments,
+    /// ReplicaSets, StatefulSets, Jobs, DaemonSets, Nodes, ConfigMaps.
+    #[arg(required = true, value_name = "FILE_OR_DIR")]
+    paths: Vec<PathBuf>,
+    /// AWS region of the embedded catalog.
+    #[arg(long, default_value = "us-east-1")]
+    region: String,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Output::Table)]
+    output: Output,
+    /// Schedule as if pods had no preferred affinities or spreads.
+    #[arg(long)]
+    ignore_preferences: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Output {
+    Table,
+    Json,
+}
+
+/// Runs the simulation and prints the plan.
+pub fn run(args: &SimulateArgs) -> Result<(), CliError> {
+    let plan = simulate(&SimulateOptions {
+        paths: args.paths.clone(),
+        region: args.region.clone(),
+        ignore_preferences: args.ignore_preferences,
+    })?;
+    match args.output {
+        Output::Table => emit(&render(&plan)),
+        Output::Json => emit(&format!("{}\n", serde_json::to_string_pretty(&plan)?)),
+    }
+}
+
+/// The plan as a table: one row per NodeClaim, then unschedulable pods, then the total.
+fn render(plan: &Plan) -> String {
+    let percent = |f: Option<f64>| f.map_or("-".to_string(), |f| format!("{:.0}%", f * 100.0));
+    let mut table = Table::new(&[
+        "NODECLAIM",
+        "NODEPOOL",
+        "INSTANCE TYPE",
+        "#OPTIONS",
+        "CAPACITY",
+        "ZONE",
+        "#$/H",
+        "#PODS",
+        "#CPU",
+        "#MEMORY",
+    ]);
+    for claim in &plan.node_claims {
+        table.row(vec![
+            claim.name.clone(),
+            claim.node_pool.clone(),
+            claim.instance_type.clone(),
+            claim.instance_type_options.len().to_string(),
+            claim.capacity_type.clone(),
+            claim.zone.clone(),
+            format!(
+                "{}{:.4}",
+                if claim.price_is_estimate { "~" } else { "" },
+                claim.price_per_hour
+            ),
+            claim.pods.len().to_string(),
+            percent(claim.cpu_fill),
+            percent(claim.memory_fill),
+        ]);
+    }
+    let mut out = table.render();
+    for node in &plan.existing_nodes {
+        out.push_str(&format!(
+            "existing node {}: {} pods\n",
+            node.name,
+            node.pods.len()
+        ));
+    }
+    if !plan.unschedulable.is_empty() {
+        out.push_str("\nunschedulable pods:\n");
+        for pod in &plan.unschedulable {
+            out.push_str(&format!("  {}: {}\n", pod.pod, pod.reason));
+        }
+    }
+    out.push_str(&format!(
+        "\n{} new NodeClaims, total ${:.4}/h in {}, solved in {:.1} ms\n",
+        plan.node_claims.len(),
+        plan.total_price_per_hour,
+        plan.region,
+        plan.solve_millis
+    ));
+    if plan.node_claims.iter().any(|c| c.price_is_estimate) {
+        out.push_str("~ marks estimated prices (no spot price source offline; on-demand price shown as the upper bound)\n");
+    }
+    out
+}

@@ -1,0 +1,188 @@
+//! The result of a simulation as users read it: a table, or stable JSON.
+//!
+//! The JSON shape is documented in the README and kept stable for scripts.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::scheduling::{InstanceType, SchedulingResult};
+
+/// One NodeClaim the round would create.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedNodeClaim {
+    /// `<nodepool>-<n>`, numbered per NodePool in creation order.
+    pub name: String,
+    /// The NodePool it belongs to.
+    pub node_pool: String,
+    /// The type the launch is expected to get (the first option).
+    pub instance_type: String,
+    /// Every option in launch order.
+    pub instance_type_options: Vec<String>,
+    /// `on-demand`, `spot` or `reserved`.
+    pub capacity_type: String,
+    /// Zone of the expected offering.
+    pub zone: String,
+    /// Hourly price of the expected offering.
+    pub price_per_hour: f64,
+    /// Whether that price is an estimate (spot without a price source, or a
+    /// region without its own price data).
+    pub price_is_estimate: bool,
+    /// Pods (`namespace/name`) planned onto it.
+    pub pods: Vec<String>,
+    /// Total requests (Kubernetes quantities), DaemonSet overhead included.
+    pub requests: BTreeMap<String, String>,
+    /// Labels the node will carry.
+    pub labels: BTreeMap<String, String>,
+    /// CPU requests as a fraction of the expected type's allocatable CPU.
+    #[serde(skip)]
+    pub cpu_fill: Option<f64>,
+    /// Memory requests as a fraction of the expected type's allocatable memory.
+    #[serde(skip)]
+    pub memory_fill: Option<f64>,
+}
+
+/// Pods placed on a node that already exists.
+#[derive(Debug, Clone, Serialize)]
+pub struct ExistingNodePlan {
+    /// Node name.
+    pub name: String,
+    /// Pods (`namespace/name`) planned onto it.
+    pub pods: Vec<String>,
+}
+
+/// A pod the round cannot place.
+#[derive(Debug, Clone, Serialize)]
+pub struct Unschedulable {
+    /// `namespace/name`.
+    pub pod: String,
+    /// Why, in terms of NodePools, requirements and resources.
+    pub reason: String,
+}
+
+/// The outcome of one simulated provisioning round.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Plan {
+    /// Region of the catalog used.
+    pub region: String,
+    /// NodeClaims to create.
+    pub node_claims: Vec<PlannedNodeClaim>,
+    /// Existing nodes that receive pods.
+    pub existing_nodes: Vec<ExistingNodePlan>,
+    /// Pods that cannot be placed.
+    pub unschedulable: Vec<Unschedulable>,
+    /// Sum of the NodeClaims' hourly prices.
+    pub total_price_per_hour: f64,
+    /// Wall time of the scheduling solve.
+    pub solve_millis: f64,
+}
+
+fn quantity_cpu(millis: i64) -> String {
+    if millis % 1000 == 0 {
+        (millis / 1000).to_string()
+    } else {
+        format!("{millis}m")
+    }
+}
+
+fn quantity_bytes(bytes: i64) -> String {
+    const MI: i64 = 1024 * 1024;
+    if bytes % (1024 * MI) == 0 {
+        format!("{}Gi", bytes / (1024 * MI))
+    } else if bytes % MI == 0 {
+        format!("{}Mi", bytes / MI)
+    } else {
+        bytes.to_string()
+    }
+}
+
+impl Plan {
+    /// Builds the plan from a solve; `pools` maps NodePool names to the
+    /// instance types they were offered, for fill figures.
+    pub fn new(
+        region: &str,
+        result: &SchedulingResult,
+        pools: &BTreeMap<String, Vec<InstanceType>>,
+        solve_millis: f64,
+    ) -> Self {
+        let mut counters: BTreeMap<&str, usize> = BTreeMap::new();
+        let node_claims: Vec<PlannedNodeClaim> = result
+            .new_node_claims
+            .iter()
+            .map(|claim| {
+                let n = counters.entry(claim.node_pool.as_str()).or_insert(0);
+                *n += 1;
+                let chosen = pools
+                    .get(&claim.node_pool)
+                    .and_then(|types| types.iter().find(|t| t.name == claim.instance_type));
+                let allocatable = chosen.map(InstanceType::allocatable);
+                let price_is_estimate = chosen
+                    .and_then(|t| {
+                        t.offerings.iter().find(|o| {
+                            o.zone == claim.zone && o.capacity_type == claim.capacity_type
+                        })
+                    })
+                    .is_some_and(|o| o.price_is_estimate);
+                let fill = |used: i64, total: i64| (total > 0).then(|| used as f64 / total as f64);
+                let mut requests = BTreeMap::from([
+                    ("cpu".to_string(), quantity_cpu(claim.requests.cpu_millis)),
+                    ("memory".to_string(), quantity_bytes(claim.requests.memory)),
+                ]);
+                for (name, amount) in &claim.requests.extended {
+                    requests.insert(name.clone(), amount.to_string());
+                }
+                PlannedNodeClaim {
+                    name: format!("{}-{n}", claim.node_pool),
+                    node_pool: claim.node_pool.clone(),
+                    instance_type: claim.instance_type.clone(),
+                    instance_type_options: claim
+                        .instance_type_options
+                        .iter()
+                        .map(|o| o.name.clone())
+                        .collect(),
+                    capacity_type: claim.capacity_type.label_value().to_string(),
+                    zone: claim.zone.clone(),
+                    price_per_hour: claim.price,
+                    price_is_estimate,
+                    pods: claim.pods.clone(),
+                    requests,
+                    labels: claim.labels.clone(),
+                    cpu_fill: allocatable
+                        .as_ref()
+                        .and_then(|a| fill(claim.requests.cpu_millis, a.cpu_millis)),
+                    memory_fill: allocatable
+                        .as_ref()
+                        .and_then(|a| fill(claim.requests.memory, a.memory)),
+                }
+            })
+            .collect();
+        let mut existing: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for placement in &result.existing_node_placements {
+            existing
+                .entry(placement.node.clone())
+                .or_default()
+                .push(placement.pod.clone());
+        }
+        let total_price_per_hour = node_claims.iter().map(|c| c.price_per_hour).sum();
+        Plan {
+            region: region.to_string(),
+            node_claims,
+            existing_nodes: existing
+                .into_iter()
+                .map(|(name, pods)| ExistingNodePlan { name, pods })
+                .collect(),
+            unschedulable: result
+                .errors
+                .iter()
+                .map(|e| Unschedulable {
+                    pod: e.pod.clone(),
+                    reason: e.reason.clone(),
+                })
+                .collect(),
+            total_price_per_hour,
+            solve_millis,
+        }
+    }
+}

@@ -765,3 +765,45 @@ pub struct AMIRequirement {
     #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
     pub values: Option<Vec<String>>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(terms: serde_json::Value, family: Option<&str>) -> EC2NodeClassSpec {
+        let mut value = serde_json::json!({
+            "subnetSelectorTerms": [{"id": "subnet-1"}],
+            "securityGroupSelectorTerms": [{"id": "sg-1"}],
+            "amiSelectorTerms": terms,
+            "role": "r",
+        });
+        if let Some(family) = family {
+            value["amiFamily"] = family.into();
+        }
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn ami_family_comes_from_field_or_alias() {
+        let alias = spec(serde_json::json!([{"alias": "bottlerocket@latest"}]), None);
+        assert_eq!(alias.alias(), Some("bottlerocket@latest"));
+        assert_eq!(alias.effective_ami_family(), Some(AMIFamily::Bottlerocket));
+        let custom = spec(
+            serde_json::json!([{"alias": "al2023@latest"}]),
+            Some("Custom"),
+        );
+        assert_eq!(custom.effective_ami_family(), Some(AMIFamily::Custom));
+        let by_id = spec(serde_json::json!([{"id": "ami-1"}]), None);
+        assert_eq!(by_id.effective_ami_family(), None);
+    }
+
+    #[test]
+    fn metadata_options_default_to_imdsv2() {
+        let options =
+            spec(serde_json::json!([{"id": "ami-1"}]), Some("AL2023")).effective_metadata_options();
+        assert_eq!(options.http_endpoint, Some(EnabledDisabled::Enabled));
+        assert_eq!(options.http_protocol_ipv6, Some(EnabledDisabled::Disabled));
+        assert_eq!(options.http_put_response_hop_limit, Some(1));
+        assert_eq!(options.http_tokens, Some(HttpTokens::Required));
+    }
+}

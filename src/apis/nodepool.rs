@@ -255,7 +255,9 @@ pub struct Budget {
     #[schemars(extend("x-kubernetes-list-type" = "set"))]
     pub reasons: Option<Vec<DisruptionReason>>,
     /// Maximum disrupted nodes: an integer or a percentage (rounded up). Default `10%`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    // No `serde(default)`: a missing Option is still `None`, and this keeps the
+    // field `required` in the schema, as Karpenter has it (the default fills it in).
+    #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(required, regex(pattern = r"^((100|[0-9]{1,2})%|[0-9]+)$"))]
     #[schemars(extend("default" = "10%"))]
     pub nodes: Option<String>,
@@ -290,4 +292,52 @@ pub struct NodePoolStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::apis::schema::conditions_strict")]
     pub conditions: Option<Vec<Condition>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(disruption: serde_json::Value) -> NodePoolSpec {
+        serde_json::from_value(serde_json::json!({
+            "template": {"spec": {
+                "requirements": [],
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+            }},
+            "disruption": disruption,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn effective_disruption_fills_schema_defaults() {
+        let mut absent = spec(serde_json::Value::Null);
+        absent.disruption = None;
+        let disruption = absent.effective_disruption();
+        assert_eq!(disruption.consolidate_after.as_str(), "0s");
+        assert_eq!(
+            disruption.consolidation_policy,
+            Some(ConsolidationPolicy::WhenEmptyOrUnderutilized)
+        );
+        let budgets = disruption.budgets.unwrap();
+        assert_eq!(budgets.len(), 1);
+        assert_eq!(budgets[0].nodes.as_deref(), Some(DEFAULT_BUDGET_NODES));
+
+        // A budget without `nodes` parses and gets the default; given values are kept.
+        let given = spec(serde_json::json!({
+            "consolidateAfter": "Never",
+            "consolidationPolicy": "WhenEmpty",
+            "budgets": [{"reasons": ["Drifted"]}, {"nodes": "3"}],
+        }));
+        let disruption = given.effective_disruption();
+        assert_eq!(disruption.consolidate_after.duration(), Ok(None));
+        assert_eq!(
+            disruption.consolidation_policy,
+            Some(ConsolidationPolicy::WhenEmpty)
+        );
+        let budgets = disruption.budgets.unwrap();
+        assert_eq!(budgets[0].nodes.as_deref(), Some("10%"));
+        assert_eq!(budgets[1].nodes.as_deref(), Some("3"));
+        assert!(!given.is_static());
+    }
 }

@@ -904,3 +904,4 @@ fn extension_rules_reject_bad_manifests() {
         "Required value",
     );
 }
+

@@ -1,2 +1,4 @@
 //! Integration tests, one crate so they link once. Each area adds a module here.
 mod apis;
+mod cli;
+mod simulate;

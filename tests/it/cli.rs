@@ -1,0 +1,166 @@
+//! The `nodewright` binary as a user runs it: output on success, one clear
+//! line and a non-zero exit on bad input, never a panic.
+
+use std::process::{Command, Output};
+
+fn nodewright(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nodewright"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("the nodewright binary runs")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Asserts a failure: exit code 1, exactly one `error:` line, no panic.
+fn assert_one_line_error(output: &Output, expected: &str) {
+    let err = stderr(output);
+    assert_eq!(output.status.code(), Some(1), "stderr: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("error: ") && err.contains(expected),
+        "{err}"
+    );
+}
+
+#[test]
+fn catalog_lists_the_seven_c7i_flex_sizes_cheapest_first() {
+    let out = nodewright(&[
+        "catalog",
+        "--region",
+        "us-east-1",
+        "--requirement",
+        "karpenter.k8s.aws/instance-family=In:c7i-flex",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .skip(1)
+        .take_while(|l| l.starts_with("c7i-flex."))
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    let expected = [
+        ("c7i-flex.large", "2", "4096Mi", "0.0848"),
+        ("c7i-flex.xlarge", "4", "8192Mi", "0.1696"),
+        ("c7i-flex.2xlarge", "8", "16384Mi", "0.3392"),
+        ("c7i-flex.4xlarge", "16", "32768Mi", "0.6783"),
+        ("c7i-flex.8xlarge", "32", "65536Mi", "1.3566"),
+        ("c7i-flex.12xlarge", "48", "98304Mi", "2.0349"),
+        ("c7i-flex.16xlarge", "64", "131072Mi", "2.7132"),
+    ];
+    assert_eq!(rows.len(), expected.len(), "{text}");
+    for (row, (name, cpu, memory, price)) in rows.iter().zip(expected) {
+        assert_eq!(row[0], name);
+        assert_eq!(row[1], "amd64");
+        assert_eq!(row[2], cpu);
+        assert_eq!(row[3], memory);
+        assert_eq!(row[5], price);
+    }
+    assert!(text.contains("7 instance types in us-east-1"), "{text}");
+}
+
+#[test]
+fn catalog_json_carries_karpenters_labels() {
+    let out = nodewright(&[
+        "catalog",
+        "-r",
+        "node.kubernetes.io/instance-type=In:c7i-flex.large",
+        "--output",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let labels = &doc["instanceTypes"][0]["labels"];
+    assert_eq!(labels["karpenter.k8s.aws/instance-family"], "c7i-flex");
+    assert_eq!(labels["karpenter.k8s.aws/instance-category"], "c");
+    assert_eq!(labels["karpenter.k8s.aws/instance-generation"], "7");
+    assert_eq!(labels["karpenter.k8s.aws/instance-size"], "large");
+    assert_eq!(labels["karpenter.k8s.aws/instance-cpu"], "2");
+    assert_eq!(labels["karpenter.k8s.aws/instance-memory"], "4096");
+    assert_eq!(doc["instanceTypes"][0]["onDemandPricePerHour"], 0.08479);
+}
+
+#[test]
+fn catalog_bad_input_is_one_line() {
+    assert_one_line_error(
+        &nodewright(&["catalog", "--region", "mars-1"]),
+        "unknown region \"mars-1\"",
+    );
+    assert_one_line_error(
+        &nodewright(&["catalog", "--requirement", "kubernetes.io/arch"]),
+        "expected KEY=OPERATOR:VALUES",
+    );
+    assert_one_line_error(
+        &nodewright(&["catalog", "--requirement", "kubernetes.io/arch=Like:arm64"]),
+        "unknown operator",
+    );
+}
+
+#[test]
+fn simulate_quickstart_prints_a_plan() {
+    let out = nodewright(&["simulate", "examples/quickstart"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.starts_with("NODECLAIM"), "{text}");
+    assert!(text.contains("unschedulable pods:"), "{text}");
+    assert!(text.contains("ml/train-0"), "{text}");
+    assert!(text.contains("new NodeClaims, total $"), "{text}");
+}
+
+#[test]
+fn simulate_bad_input_is_one_line() {
+    let dir = tempdir();
+    let write = |name: &str, text: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    };
+    let broken = write("broken.yaml", "apiVersion: v1\nkind: Pod\n  metadata: [\n");
+    assert_one_line_error(
+        &nodewright(&["simulate", &broken]),
+        "broken.yaml (document 1)",
+    );
+    let widget = write(
+        "widget.yaml",
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\n",
+    );
+    assert_one_line_error(
+        &nodewright(&["simulate", &widget]),
+        "unsupported kind example.com/v1/Widget",
+    );
+    let orphan = write(
+        "orphan.yaml",
+        "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: p}\nspec:\n  template:\n    spec:\n      requirements: []\n      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: missing}\n",
+    );
+    assert_one_line_error(
+        &nodewright(&["simulate", &orphan]),
+        "EC2NodeClass \"missing\"",
+    );
+    assert_one_line_error(
+        &nodewright(&["simulate", "does/not/exist.yaml"]),
+        "does/not/exist.yaml",
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+fn tempdir() -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "nodewright-cli-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}

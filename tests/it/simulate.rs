@@ -1,0 +1,113 @@
+//! `simulate` end to end on the quickstart: the plan a user sees must place
+//! every placeable pod, honour the zone spread, and explain the rest.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use nodewright::sim::{Plan, SimulateError, SimulateOptions, simulate};
+
+fn run(paths: &[&str]) -> Result<Plan, SimulateError> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    simulate(&SimulateOptions {
+        paths: paths.iter().map(|p| root.join(p)).collect(),
+        region: "us-east-1".to_string(),
+        ignore_preferences: false,
+    })
+}
+
+#[test]
+fn quickstart_places_every_cpu_pod_and_explains_the_gpu_job() {
+    let plan = run(&["examples/quickstart"]).unwrap();
+    let placed: Vec<&String> = plan.node_claims.iter().flat_map(|c| &c.pods).collect();
+    for i in 0..8 {
+        assert!(placed.contains(&&format!("shop/web-{i}")), "web-{i}");
+    }
+    for i in 0..6 {
+        assert!(
+            placed.contains(&&format!("shop/checkout-{i}")),
+            "checkout-{i}"
+        );
+    }
+    assert!(!placed.iter().any(|p| p.starts_with("ml/")));
+    assert_eq!(plan.unschedulable.len(), 1);
+    assert_eq!(plan.unschedulable[0].pod, "ml/train-0");
+    assert!(
+        plan.unschedulable[0].reason.contains("nvidia.com/gpu"),
+        "{}",
+        plan.unschedulable[0].reason
+    );
+
+    for claim in &plan.node_claims {
+        assert_eq!(claim.node_pool, "general-purpose");
+        assert_eq!(claim.capacity_type, "on-demand");
+        assert!(!claim.instance_type_options.is_empty() && claim.instance_type_options.len() <= 60);
+        assert!(claim.instance_type_options.contains(&claim.instance_type));
+        // Labels are the claim's single-valued requirements; category has
+        // three allowed values, so it is checked on the options instead.
+        assert_eq!(claim.labels["karpenter.sh/nodepool"], "general-purpose");
+        assert_eq!(claim.labels["kubernetes.io/arch"], "amd64");
+        for option in &claim.instance_type_options {
+            assert!(option.starts_with(['c', 'm', 'r']), "{option}");
+        }
+        assert!(claim.price_per_hour > 0.0 && !claim.price_is_estimate);
+        assert!(claim.cpu_fill.is_some_and(|f| f > 0.0 && f <= 1.0));
+        assert!(claim.memory_fill.is_some_and(|f| f > 0.0 && f <= 1.0));
+    }
+    let total: f64 = plan.node_claims.iter().map(|c| c.price_per_hour).sum();
+    assert!((plan.total_price_per_hour - total).abs() < 1e-9);
+
+    // checkout spreads over zones with a skew of at most one.
+    let mut per_zone: BTreeMap<&str, usize> = BTreeMap::new();
+    for claim in &plan.node_claims {
+        let n = claim
+            .pods
+            .iter()
+            .filter(|p| p.starts_with("shop/checkout-"))
+            .count();
+        *per_zone.entry(claim.zone.as_str()).or_default() += n;
+    }
+    per_zone.retain(|_, n| *n > 0);
+    assert!(per_zone.len() >= 3, "{per_zone:?}");
+    let max = per_zone.values().max().unwrap();
+    let min = per_zone.values().min().unwrap();
+    assert!(max - min <= 1, "{per_zone:?}");
+}
+
+#[test]
+fn plan_json_has_the_documented_shape() {
+    let plan = run(&["examples/quickstart"]).unwrap();
+    let doc = serde_json::to_value(&plan).unwrap();
+    for key in [
+        "region",
+        "nodeClaims",
+        "existingNodes",
+        "unschedulable",
+        "totalPricePerHour",
+        "solveMillis",
+    ] {
+        assert!(doc.get(key).is_some(), "{key}");
+    }
+    let claim = &doc["nodeClaims"][0];
+    for key in [
+        "name",
+        "nodePool",
+        "instanceType",
+        "instanceTypeOptions",
+        "capacityType",
+        "zone",
+        "pricePerHour",
+        "pods",
+        "requests",
+        "labels",
+    ] {
+        assert!(claim.get(key).is_some(), "{key}");
+    }
+    assert!(claim["requests"]["cpu"].is_string() && claim["requests"]["memory"].is_string());
+    assert_eq!(doc["unschedulable"][0]["pod"], "ml/train-0");
+}
+
+#[test]
+fn missing_node_pools_are_an_error() {
+    let err = run(&["examples/quickstart/web.yaml"]).unwrap_err();
+    assert!(matches!(err, SimulateError::NoNodePool), "{err}");
+}

@@ -1,0 +1,142 @@
+//! Errors of loading and calling extension modules. Every way a component
+//! can fail is its own variant so the controller can report it precisely on
+//! the EC2NodeClass status; none of them stops the host.
+
+use std::{path::PathBuf, time::Duration};
+
+use crate::Role;
+
+/// A module could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// `builtin:NAME` names no built-in of this role.
+    #[error("unknown built-in `{name}` for role {role}; known built-ins: {known}")]
+    UnknownBuiltin {
+        /// The name given.
+        name: String,
+        /// The role it was asked for.
+        role: Role,
+        /// Built-ins that exist for that role.
+        known: String,
+    },
+    /// A non-built-in module was given without a `sha256`.
+    #[error(
+        "module {source_desc} has no sha256: every non-built-in module must be pinned by digest (set `sha256` to the module's hex SHA-256)"
+    )]
+    MissingDigest {
+        /// Where the module came from.
+        source_desc: String,
+    },
+    /// The `sha256` is not 64 hex digits.
+    #[error("sha256 `{given}` is not 64 hexadecimal digits")]
+    InvalidDigest {
+        /// What was given.
+        given: String,
+    },
+    /// The bytes do not hash to the pinned digest.
+    #[error(
+        "digest mismatch for {source_desc}: expected sha256 {expected}, got {actual}; the module changed or the pin is wrong"
+    )]
+    DigestMismatch {
+        /// Where the module came from.
+        source_desc: String,
+        /// The pinned digest.
+        expected: String,
+        /// The digest of the bytes received.
+        actual: String,
+    },
+    /// The module file could not be read.
+    #[error("cannot read module file {path}: {source}")]
+    Read {
+        /// The path.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// This kind of module source is not supported by this build.
+    #[error("module source `{scheme}` is not supported yet: {hint}")]
+    UnsupportedSource {
+        /// `url`, `oci`, ...
+        scheme: &'static str,
+        /// What to use instead.
+        hint: &'static str,
+    },
+    /// The bytes are not a valid component, or compiling it failed.
+    #[error("cannot compile component {source_desc}: {message}")]
+    Compile {
+        /// Where the module came from.
+        source_desc: String,
+        /// The compiler's message.
+        message: String,
+    },
+    /// The component imports a capability the sandbox does not grant.
+    #[error("component {source_desc} imports {}, which the sandbox does not allow (components get no filesystem, network, HTTP or other host capabilities)", .imports.join(", "))]
+    ForbiddenImport {
+        /// Where the module came from.
+        source_desc: String,
+        /// The refused imports.
+        imports: Vec<String>,
+    },
+    /// The component does not export what the role needs.
+    #[error("component {source_desc} does not implement the {role} world: {message}")]
+    WrongWorld {
+        /// Where the module came from.
+        source_desc: String,
+        /// The role asked for.
+        role: Role,
+        /// Details from the linker.
+        message: String,
+    },
+}
+
+/// A call into a loaded module failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    /// The call ran past its deadline and was interrupted.
+    #[error("call exceeded its deadline of {deadline:?}")]
+    Timeout {
+        /// The deadline.
+        deadline: Duration,
+    },
+    /// The component tried to grow its memory past the cap.
+    #[error("component exceeded its memory limit of {limit_bytes} bytes")]
+    MemoryExhausted {
+        /// The cap.
+        limit_bytes: usize,
+    },
+    /// The component trapped (panic, unreachable, out-of-bounds access...).
+    #[error("component trapped: {message}{}", guest_output_suffix(.guest_output))]
+    Trap {
+        /// The trap description.
+        message: String,
+        /// What the component wrote to stdout/stderr (a panic message lands
+        /// here), size-capped.
+        guest_output: String,
+    },
+    /// The component returned an error of its own.
+    #[error("component returned an error: {0}")]
+    Rejected(String),
+    /// The component's answer broke the contract.
+    #[error("malformed output: {0}")]
+    MalformedOutput(String),
+    /// The module was called through a role it was not loaded for.
+    #[error("module was loaded as {loaded}, not {called}")]
+    WrongRole {
+        /// Role it was loaded for.
+        loaded: Role,
+        /// Role of the call.
+        called: Role,
+    },
+    /// Setting up the call failed inside the host.
+    #[error("cannot prepare the call: {0}")]
+    Setup(String),
+}
+
+fn guest_output_suffix(output: &str) -> String {
+    if output.trim().is_empty() {
+        String::new()
+    } else {
+        format!(" (component output: {})", output.trim())
+    }
+}

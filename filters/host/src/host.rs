@@ -1,0 +1,357 @@
+//! The host: one wasmtime `Engine`, compiled components cached in memory and
+//! on disk, an epoch ticker for per-call deadlines, and loading of modules
+//! by reference and pinned digest.
+
+use std::{
+    fs,
+    hash::Hash,
+    path::{Path, PathBuf},
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    thread,
+    time::Duration,
+};
+
+use sha2::{Digest, Sha256};
+use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::{Config, Engine};
+
+use crate::bindings::{filter, host_iface, scorer, selector};
+use crate::digest::{Sha256Hasher, hex, normalize_pin, sha256_hex};
+use crate::module::{Builtin, LoadedModule, RolePre, WasmModule};
+use crate::sandbox::{CallState, forbidden_imports};
+use crate::{LoadError, ModuleRef, Role};
+
+/// Per-module resource limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Wall-clock deadline of one call (instantiation included).
+    pub timeout: Duration,
+    /// Most linear memory a component may grow to, bytes.
+    pub memory_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            timeout: Duration::from_millis(100),
+            memory_bytes: 64 * 1024 * 1024,
+        }
+    }
+}
+
+/// How to build a [`Host`].
+#[derive(Debug, Clone)]
+pub struct HostConfig {
+    /// Directory for precompiled artifacts; `None` keeps them in memory only.
+    /// Artifacts are trusted native code: the directory must be writable by
+    /// the controller alone.
+    pub cache_dir: Option<PathBuf>,
+    /// Limits for modules that do not set their own.
+    pub default_limits: Limits,
+    /// Granularity of deadlines.
+    pub epoch_tick: Duration,
+    /// Most compiled components kept in memory.
+    pub memory_cache_entries: u64,
+}
+
+impl Default for HostConfig {
+    fn default() -> Self {
+        HostConfig {
+            cache_dir: None,
+            default_limits: Limits::default(),
+            epoch_tick: Duration::from_millis(5),
+            memory_cache_entries: 128,
+        }
+    }
+}
+
+/// Why the host could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    /// The wasmtime engine or linker could not be set up.
+    #[error("cannot set up the Wasm engine: {0}")]
+    Engine(String),
+    /// The artifact cache directory could not be created.
+    #[error("cannot create the component cache directory {path}: {source}")]
+    CacheDir {
+        /// The directory.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The epoch ticker thread could not be started.
+    #[error("cannot start the deadline ticker thread: {0}")]
+    Ticker(#[source] std::io::Error),
+}
+
+/// Loads extension modules and runs them in the sandbox. Cheap to clone;
+/// clones share the engine and caches.
+#[derive(Clone)]
+pub struct Host {
+    inner: Arc<HostInner>,
+}
+
+struct HostInner {
+    engine: Engine,
+    linker: Linker<CallState>,
+    compiled: moka::sync::Cache<(String, Role), Arc<WasmModule>>,
+    artifact_dir: Option<PathBuf>,
+    config: HostConfig,
+    ticker_stop: Arc<AtomicBool>,
+}
+
+impl Drop for HostInner {
+    fn drop(&mut self) {
+        self.ticker_stop.store(true, Ordering::Relaxed);
+    }
+}
+
+impl Host {
+    /// Starts the engine, the linker and the deadline ticker.
+    pub fn new(config: HostConfig) -> Result<Host, HostError> {
+        let mut wasm_config = Config::new();
+        wasm_config.wasm_component_model(true);
+        wasm_config.epoch_interruption(true);
+        let engine = Engine::new(&wasm_config).map_err(|e| HostError::Engine(format!("{e:#}")))?;
+
+        let mut linker: Linker<CallState> = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
+            .map_err(|e| HostError::Engine(format!("{e:#}")))?;
+        host_iface::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |s| s)
+            .map_err(|e| HostError::Engine(format!("{e:#}")))?;
+
+        let artifact_dir = match &config.cache_dir {
+            Some(dir) => {
+                let dir = dir.join(engine_fingerprint(&engine));
+                fs::create_dir_all(&dir).map_err(|source| HostError::CacheDir {
+                    path: dir.clone(),
+                    source,
+                })?;
+                Some(dir)
+            }
+            None => None,
+        };
+
+        let ticker_stop = Arc::new(AtomicBool::new(false));
+        {
+            let engine = engine.clone();
+            let stop = Arc::clone(&ticker_stop);
+            let tick = config.epoch_tick.max(Duration::from_millis(1));
+            thread::Builder::new()
+                .name("nodewright-wasm-epoch".to_string())
+                .spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        thread::sleep(tick);
+                        engine.increment_epoch();
+                    }
+                })
+                .map_err(HostError::Ticker)?;
+        }
+
+        Ok(Host {
+            inner: Arc::new(HostInner {
+                engine,
+                linker,
+                compiled: moka::sync::Cache::new(config.memory_cache_entries),
+                artifact_dir,
+                config,
+                ticker_stop,
+            }),
+        })
+    }
+
+    /// Forgets every compiled component held in memory (precompiled
+    /// artifacts on disk stay). The next load of each module reads its
+    /// artifact or compiles again.
+    pub fn clear_memory_cache(&self) {
+        self.inner.compiled.invalidate_all();
+    }
+
+    /// The configuration the host was built with.
+    pub fn config(&self) -> &HostConfig {
+        &self.inner.config
+    }
+
+    /// Loads a module for `role` with the host's default limits. `sha256`
+    /// is required for every source except `Builtin`; the bytes are checked
+    /// against it before anything is compiled.
+    pub fn load(
+        &self,
+        role: Role,
+        source: &ModuleRef,
+        sha256: Option<&str>,
+    ) -> Result<LoadedModule, LoadError> {
+        let limits = self.inner.config.default_limits;
+        let label = source.describe();
+        let pin = match (source, sha256) {
+            (ModuleRef::Builtin(name), _) => {
+                let builtin = Builtin::find(role, name)?;
+                return Ok(LoadedModule::builtin(role, builtin, limits));
+            }
+            (_, None) => return Err(LoadError::MissingDigest { source_desc: label }),
+            (_, Some(pin)) => normalize_pin(pin)?,
+        };
+
+        if let Some(module) = self.inner.compiled.get(&(pin.clone(), role)) {
+            return Ok(LoadedModule::wasm(
+                module,
+                limits,
+                self.inner.engine.clone(),
+                self.inner.config.epoch_tick,
+            ));
+        }
+
+        let component = match self.load_artifact(&pin) {
+            Some(component) => component,
+            None => {
+                let bytes = fetch(source)?;
+                let actual = sha256_hex(&bytes);
+                if actual != pin {
+                    return Err(LoadError::DigestMismatch {
+                        source_desc: label,
+                        expected: pin,
+                        actual,
+                    });
+                }
+                self.compile(&bytes, &pin, &label)?
+            }
+        };
+
+        let imports: Vec<String> = component
+            .component_type()
+            .imports(&self.inner.engine)
+            .map(|(name, _)| name.to_string())
+            .collect();
+        let forbidden = forbidden_imports(imports.iter().map(String::as_str));
+        if !forbidden.is_empty() {
+            return Err(LoadError::ForbiddenImport {
+                source_desc: label,
+                imports: forbidden,
+            });
+        }
+
+        let wrong_world = |e: wasmtime::Error| LoadError::WrongWorld {
+            source_desc: label.clone(),
+            role,
+            message: format!("{e:#}"),
+        };
+        let pre = self
+            .inner
+            .linker
+            .instantiate_pre(&component)
+            .map_err(wrong_world)?;
+        let role_pre = match role {
+            Role::InstanceFilter => {
+                RolePre::Filter(filter::InstanceFilterPre::new(pre).map_err(wrong_world)?)
+            }
+            Role::AmiSelector => {
+                RolePre::Selector(selector::AmiSelectorPre::new(pre).map_err(wrong_world)?)
+            }
+            Role::PriorityScorer => {
+                RolePre::Scorer(scorer::PriorityScorerPre::new(pre).map_err(wrong_world)?)
+            }
+        };
+        let module = Arc::new(WasmModule {
+            name: label,
+            sha256: pin.clone(),
+            role,
+            pre: role_pre,
+        });
+        self.inner.compiled.insert((pin, role), Arc::clone(&module));
+        Ok(LoadedModule::wasm(
+            module,
+            limits,
+            self.inner.engine.clone(),
+            self.inner.config.epoch_tick,
+        ))
+    }
+
+    fn artifact_path(&self, pin: &str) -> Option<PathBuf> {
+        self.inner
+            .artifact_dir
+            .as_ref()
+            .map(|dir| dir.join(format!("{pin}.cwasm")))
+    }
+
+    fn load_artifact(&self, pin: &str) -> Option<Component> {
+        let path = self.artifact_path(pin)?;
+        if !path.is_file() {
+            return None;
+        }
+        // SAFETY: artifacts in this directory were written by `compile`
+        // below from bytes that matched their digest, for this exact engine
+        // configuration (the directory name is the engine fingerprint). The
+        // directory must not be writable by anyone but the controller.
+        match unsafe { Component::deserialize_file(&self.inner.engine, &path) } {
+            Ok(component) => Some(component),
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %format!("{e:#}"), "discarding unusable precompiled component");
+                let _ = fs::remove_file(&path);
+                None
+            }
+        }
+    }
+
+    fn compile(&self, bytes: &[u8], pin: &str, label: &str) -> Result<Component, LoadError> {
+        let component =
+            Component::new(&self.inner.engine, bytes).map_err(|e| LoadError::Compile {
+                source_desc: label.to_string(),
+                message: format!("{e:#}"),
+            })?;
+        if let Some(path) = self.artifact_path(pin)
+            && let Err(e) = write_artifact(&component, &path)
+        {
+            tracing::warn!(path = %path.display(), error = %e, "cannot write precompiled component; continuing without disk cache");
+        }
+        Ok(component)
+    }
+}
+
+fn write_artifact(component: &Component, path: &Path) -> Result<(), String> {
+    let artifact = component.serialize().map_err(|e| format!("{e:#}"))?;
+    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
+    fs::write(&tmp, &artifact).map_err(|e| e.to_string())?;
+    fs::rename(&tmp, path).map_err(|e| e.to_string())
+}
+
+/// Directory name that changes whenever precompiled artifacts stop being
+/// loadable: the wasmtime version and the engine's compilation settings.
+fn engine_fingerprint(engine: &Engine) -> String {
+    let mut hasher = Sha256Hasher(Sha256::new());
+    engine.precompile_compatibility_hash().hash(&mut hasher);
+    let digest = hasher.0.finalize();
+    format!("wasmtime-{}-{}", wasmtime_version(), &hex(&digest)[..16])
+}
+
+fn wasmtime_version() -> &'static str {
+    // Kept in step with the `=` pin in Cargo.toml.
+    "48.0.8"
+}
+
+fn fetch(source: &ModuleRef) -> Result<Arc<[u8]>, LoadError> {
+    match source {
+        ModuleRef::Path(path) => fs::read(path)
+            .map(Arc::from)
+            .map_err(|source| LoadError::Read {
+                path: path.clone(),
+                source,
+            }),
+        ModuleRef::Bytes { bytes, .. } => Ok(Arc::clone(bytes)),
+        ModuleRef::Url(_) => Err(LoadError::UnsupportedSource {
+            scheme: "url",
+            hint: "download the component into a ConfigMap's binaryData (or a path) and reference that, pinned by sha256",
+        }),
+        ModuleRef::Oci(_) => Err(LoadError::UnsupportedSource {
+            scheme: "oci",
+            hint: "pull the artifact into a ConfigMap's binaryData (or a path) and reference that, pinned by sha256",
+        }),
+        ModuleRef::Builtin(_) => Err(LoadError::UnsupportedSource {
+            scheme: "builtin",
+            hint: "built-ins are not fetched",
+        }),
+    }
+}

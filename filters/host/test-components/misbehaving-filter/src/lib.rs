@@ -1,0 +1,79 @@
+//! An instance filter whose behaviour is chosen by `config.mode`, so the
+//! host's tests can provoke every failure the sandbox must contain.
+
+use nodewright_filter::{Context, InstanceFilter, InstanceTypeInfo, LogLevel, Verdict};
+
+/// Behaves as `config.mode` says.
+#[derive(Default)]
+pub struct Misbehaving;
+
+fn mode(ctx: &Context) -> String {
+    ctx.config::<serde_json::Value>()
+        .ok()
+        .and_then(|v| v.get("mode").and_then(|m| m.as_str()).map(str::to_string))
+        .unwrap_or_default()
+}
+
+impl InstanceFilter for Misbehaving {
+    fn filter(
+        &self,
+        ctx: &Context,
+        candidates: &[InstanceTypeInfo],
+    ) -> Result<Vec<Verdict>, String> {
+        match mode(ctx).as_str() {
+            "loop" => {
+                let mut n: u64 = 0;
+                loop {
+                    n = std::hint::black_box(n.wrapping_add(1));
+                }
+            }
+            "alloc" => {
+                let big = vec![1u8; 1 << 30];
+                Ok(vec![
+                    Verdict::drop(format!(
+                        "{}",
+                        big.iter().map(|&b| u64::from(b)).sum::<u64>()
+                    ));
+                    candidates.len()
+                ])
+            }
+            "panic" => panic!("deliberate panic for the sandbox test"),
+            "wrong-length" => Ok(vec![Verdict::Keep; candidates.len() + 1]),
+            "long-reason" => Ok(vec![Verdict::drop("x".repeat(10_000)); candidates.len()]),
+            "error" => Err("the filter refuses this input".to_string()),
+            "clocks" => {
+                let wall = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos())
+                    .unwrap_or(0);
+                let mono = std::time::Instant::now();
+                use std::hash::{BuildHasher, Hasher};
+                let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+                h.write_u64(42);
+                let random = h.finish();
+                let reason = format!("wall={wall} mono={mono:?} random={random}");
+                Ok(vec![Verdict::drop(reason); candidates.len()])
+            }
+            "log" => {
+                nodewright_filter::log(
+                    LogLevel::Info,
+                    &format!("looked at {} candidates", candidates.len()),
+                );
+                Ok(vec![Verdict::Keep; candidates.len()])
+            }
+            "name-length" => Ok(candidates
+                .iter()
+                .map(|c| {
+                    if c.name.len() > 10 {
+                        Verdict::drop(format!("{} has a long name", c.name))
+                    } else {
+                        Verdict::Keep
+                    }
+                })
+                .collect()),
+            _ => Ok(vec![Verdict::Keep; candidates.len()]),
+        }
+    }
+}
+
+nodewright_filter::export_instance_filter!(Misbehaving);

@@ -1,0 +1,348 @@
+//! Sandbox behaviour of the host against purpose-built misbehaving
+//! components (built from `filters/host/test-components/` on first use).
+
+use std::{path::PathBuf, sync::Arc, time::Duration};
+
+use nodewright_filter::{Context, Verdict};
+use nodewright_host::harness::{self, ami, it};
+use nodewright_host::{
+    CallError, Host, HostConfig, InstanceTypeSet, Limits, LoadError, LoadedModule, ModuleRef, Role,
+    sha256_hex,
+};
+
+fn component(name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("test-components")
+        .join(name);
+    harness::build_component(&dir).unwrap()
+}
+
+fn load(host: &Host, role: Role, name: &str) -> LoadedModule {
+    let path = component(name);
+    let pin = sha256_hex(&std::fs::read(&path).unwrap());
+    host.load(role, &ModuleRef::Path(path), Some(&pin)).unwrap()
+}
+
+fn ctx(mode: &str) -> Context {
+    Context {
+        config: format!(r#"{{"mode":"{mode}"}}"#),
+        ..Context::default()
+    }
+}
+
+fn candidates() -> InstanceTypeSet {
+    InstanceTypeSet::new(vec![
+        it("m7g.large").build(),
+        it("t3.micro").burstable().build(),
+        it("c7i-flex.xlarge").build(),
+    ])
+}
+
+/// After any failure, the same module and the host keep answering.
+fn still_works(module: &LoadedModule) {
+    let verdicts = module.filter(&ctx("name-length"), &candidates()).unwrap();
+    assert_eq!(verdicts[0], Verdict::Keep);
+    assert_eq!(
+        verdicts[2],
+        Verdict::drop("c7i-flex.xlarge has a long name")
+    );
+}
+
+#[test]
+fn well_behaved_filter_round_trips_candidates() {
+    let host = Host::new(HostConfig::default()).unwrap();
+    still_works(&load(&host, Role::InstanceFilter, "misbehaving-filter"));
+}
+
+#[test]
+fn endless_loop_times_out() {
+    let host = Host::new(HostConfig::default()).unwrap();
+    let module = load(&host, Role::InstanceFilter, "misbehaving-filter").with_limits(Limits {
+        timeout: Duration::from_millis(50),
+        ..Limits::default()
+    });
+    let start = std::time::Instant::now();
+    let err = module.filter(&ctx("loop"), &candidates()).unwrap_err();
+    assert!(matches!(err, CallError::Timeout { .. }), "{err:?}");
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "interrupt took {:?}",
+        start.elapsed()
+    );
+    still_works(&module);
+}
+
+#[test]
+fn one_gib_allocation_hits_the_memory_cap() {
+    let host = Host::new(HostConfig::default()).unwrap();
+    let module = load(&host, Role::InstanceFilter, "misbehaving-filter");
+    let err = module.filter(&ctx("alloc"), &candidates()).unwrap_err();
+    assert!(
+        matches!(err, CallError::MemoryExhausted { limit_bytes } if limit_bytes == 64 * 1024 * 1024),
+        "{err:?}"
+    );
+    still_works(&module);
+}
+
+#[test]
+fn panic_is_a_trap_with_the_message() {
+    let host = Host::new(HostConfig::default()).unwrap();
+    let module = load(&host, Role::InstanceFilter, "misbehaving-filter");
+    let err = module.filter(&ctx("panic"), &candidates()).unwrap_err();
+    match &err {
+        CallError::Trap { guest_output, .. } => {
+            assert!(
+                guest_output.contains("deliberate panic for the sandbox test"),
+                "{guest_output}"
+            )
+        }
+        other => panic!("expected a trap, got {other:?}"),
+    }
+    assert!(err.to_string().contains("deliberate panic"));
+    still_works(&module);
+}
+
+#[test]
+fn component_error_is_rejected() {
+    let host = Host::new(HostConfig::default()).unwrap();
+    let module = load(&host, Role::InstanceFilter, "misbehaving-filter");
+    let err = module.filter(&ctx("error"), &candidates()).unwrap_err();
+    assert!(
+        matches!(&err, CallError::Rejected(m) if m == "the filter refuses this input"),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn wrong_length_and_oversized_reasons_are_malformed() {
+    let host = Host::new(HostConfig::default()).unwrap();
+    let module = load(&host, Role::InstanceFilter, "misbehaving-filter");
+    let err = module
+        .filter(&ctx("wrong-length"), &candidates())
+        .unwrap_err();
+    assert!(
+        matches!(&err, CallError::MalformedOutput(m) if m.contains("4 verdicts for 3 candidates")),
+        "{err:?}"
+    );
+    let err = module
+        .filter(&ctx("long-reason"), &candidates())
+        .unwrap_err();
+    assert!(
+        matches!(&err, CallError::MalformedOutput(m) if m.contains("drop reason")),
+        "{err:?}"
+    );
+
+    let scorer = load(&host, Role::PriorityScorer, "misbehaving-scorer");
+    let err = scorer
+        .score(&ctx("wrong-length"), &candidates())
+        .unwrap_err();
+    assert!(
+        matches!(&err, CallError::MalformedOutput(m) if m.contains("2 scores for 3 candidates")),
+        "{err:?}"
+    );
+    assert_eq!(
+        scorer.score(&ctx("ok"), &candidates()).unwrap(),
+        vec![2, 2, 2]
+    );
+    still_works(&load(&host, Role::InstanceFilter, "misbehaving-filter"));
+}
+
+#[test]
+fn selector_indices_are_validated() {
+    let host = Host::new(HostConfig::default()).unwrap();
+    let module = load(&host, Role::AmiSelector, "misbehaving-selector");
+    let amis = [ami("ami-1", 1).build(), ami("ami-2", 2).build()];
+    let err = module.select(&ctx("out-of-range"), &amis).unwrap_err();
+    assert!(
+        matches!(&err, CallError::MalformedOutput(m) if m.contains("out of range")),
+        "{err:?}"
+    );
+    let err = module.select(&ctx("duplicate"), &amis).unwrap_err();
+    assert!(
+        matches!(&err, CallError::MalformedOutput(m) if m.contains("more than once")),
+        "{err:?}"
+    );
+    assert_eq!(module.select(&ctx("ok"), &amis).unwrap(), vec![1, 0]);
+}
+
+#[test]
+fn tampered_bytes_fail_the_digest_check() {
+    let host = Host::new(HostConfig::default()).unwrap();
+    let mut bytes = std::fs::read(component("misbehaving-filter")).unwrap();
+    let pin = sha256_hex(&bytes);
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    let source = ModuleRef::Bytes {
+        label: "configmap/test#filter.wasm".to_string(),
+        bytes: Arc::from(bytes),
+    };
+    let err = host
+        .load(Role::InstanceFilter, &source, Some(&pin))
+        .unwrap_err();
+    assert!(
+        matches!(&err, LoadError::DigestMismatch { expected, .. } if *expected == pin),
+        "{err:?}"
+    );
+    let err = host.load(Role::InstanceFilter, &source, None).unwrap_err();
+    assert!(matches!(err, LoadError::MissingDigest { .. }), "{err:?}");
+    still_works(&load(&host, Role::InstanceFilter, "misbehaving-filter"));
+}
+
+#[test]
+fn socket_import_is_refused_at_load_naming_the_import() {
+    let host = Host::new(HostConfig::default()).unwrap();
+    let path = component("socket-filter");
+    let pin = sha256_hex(&std::fs::read(&path).unwrap());
+    let err = host
+        .load(Role::InstanceFilter, &ModuleRef::Path(path), Some(&pin))
+        .unwrap_err();
+    match &err {
+        LoadError::ForbiddenImport { imports, .. } => {
+            assert!(
+                imports.iter().any(|i| i.starts_with("wasi:sockets/")),
+                "{imports:?}"
+            )
+        }
+        other => panic!("expected a forbidden import, got {other:?}"),
+    }
+    assert!(err.to_string().contains("wasi:sockets/"));
+    still_works(&load(&host, Role::InstanceFilter, "misbehaving-filter"));
+}
+
+#[test]
+fn clocks_and_randomness_are_deterministic() {
+    let host = Host::new(HostConfig::default()).unwrap();
+    let module = load(&host, Role::InstanceFilter, "misbehaving-filter");
+    let first = module.filter(&ctx("clocks"), &candidates()).unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    let second = module.filter(&ctx("clocks"), &candidates()).unwrap();
+    assert_eq!(first, second);
+    let Verdict::Drop(reason) = &first[0] else {
+        panic!("{first:?}")
+    };
+    assert!(reason.starts_with("wall=1735689600000000000 "), "{reason}");
+}
+
+#[test]
+fn log_lines_reach_the_call_report() {
+    let host = Host::new(HostConfig::default()).unwrap();
+    let module = load(&host, Role::InstanceFilter, "misbehaving-filter");
+    let (result, report) = module.filter_reported(&ctx("log"), &candidates());
+    assert_eq!(result.unwrap().len(), 3);
+    assert_eq!(
+        report.logs,
+        vec![(
+            nodewright_filter::LogLevel::Info,
+            "looked at 3 candidates".to_string()
+        )]
+    );
+}
+
+#[test]
+fn wrong_world_and_wrong_role_are_errors() {
+    let host = Host::new(HostConfig::default()).unwrap();
+    let path = component("misbehaving-selector");
+    let pin = sha256_hex(&std::fs::read(&path).unwrap());
+    let err = host
+        .load(Role::InstanceFilter, &ModuleRef::Path(path), Some(&pin))
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            LoadError::WrongWorld {
+                role: Role::InstanceFilter,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+
+    let flex = host
+        .load(
+            Role::PriorityScorer,
+            &ModuleRef::parse("builtin:flex-first"),
+            None,
+        )
+        .unwrap();
+    let err = flex.filter(&Context::default(), &candidates()).unwrap_err();
+    assert!(matches!(err, CallError::WrongRole { .. }), "{err:?}");
+    let err = host
+        .load(
+            Role::InstanceFilter,
+            &ModuleRef::parse("builtin:flex-first"),
+            None,
+        )
+        .unwrap_err();
+    assert!(matches!(err, LoadError::UnknownBuiltin { .. }), "{err:?}");
+}
+
+#[test]
+fn url_and_oci_sources_say_they_are_unsupported() {
+    let host = Host::new(HostConfig::default()).unwrap();
+    let pin = "0".repeat(64);
+    for s in ["https://example.com/f.wasm", "oci://ghcr.io/acme/filter:1"] {
+        let err = host
+            .load(Role::InstanceFilter, &ModuleRef::parse(s), Some(&pin))
+            .unwrap_err();
+        assert!(
+            matches!(err, LoadError::UnsupportedSource { .. }),
+            "{err:?}"
+        );
+    }
+}
+
+#[test]
+fn precompiled_artifacts_are_reused_across_hosts() {
+    let dir = std::env::temp_dir().join(format!("nodewright-cache-test-{}", std::process::id()));
+    let config = HostConfig {
+        cache_dir: Some(dir.clone()),
+        ..HostConfig::default()
+    };
+    let path = component("misbehaving-filter");
+    let pin = sha256_hex(&std::fs::read(&path).unwrap());
+    {
+        let host = Host::new(config.clone()).unwrap();
+        host.load(
+            Role::InstanceFilter,
+            &ModuleRef::Path(path.clone()),
+            Some(&pin),
+        )
+        .unwrap();
+    }
+    let artifacts: Vec<_> = walk(&dir)
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "cwasm"))
+        .collect();
+    assert_eq!(artifacts.len(), 1, "{artifacts:?}");
+    assert!(
+        artifacts[0]
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with(&pin)
+    );
+    // A second host loads from the artifact without reading the source.
+    let host = Host::new(config).unwrap();
+    let module = host
+        .load(
+            Role::InstanceFilter,
+            &ModuleRef::Path(dir.join("missing.wasm")),
+            Some(&pin),
+        )
+        .unwrap();
+    still_works(&module);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+fn walk(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let p = entry.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk(&p))
+        } else {
+            out.push(p)
+        }
+    }
+    out
+}

@@ -1,0 +1,65 @@
+//! Guest SDK for nodewright extension components.
+//!
+//! An author implements one plain Rust trait — [`InstanceFilter`],
+//! [`AmiSelector`] or [`PriorityScorer`] — over the plain types in this crate
+//! and invokes the matching export macro ([`export_instance_filter!`],
+//! [`export_ami_selector!`], [`export_priority_scorer!`]). Built for
+//! `wasm32-wasip2` the crate becomes a component speaking the
+//! `nodewright:filters` WIT contract; built natively the same code runs
+//! without Wasm, which is how the controller links built-ins and how authors
+//! unit-test their logic.
+
+mod export;
+mod labels;
+mod types;
+
+include!(concat!(env!("OUT_DIR"), "/generate_macro.rs"));
+
+#[cfg(target_family = "wasm")]
+#[doc(hidden)]
+pub use wit_bindgen as __wit_bindgen;
+
+#[cfg(target_family = "wasm")]
+#[doc(hidden)]
+pub mod wasm;
+
+pub use labels::well_known;
+pub use types::{
+    Accelerator, Ami, AmiState, Architecture, CapacityType, ConfigError, Context, InstanceTypeInfo,
+    LogLevel, Offering, Verdict,
+};
+
+/// Keeps or drops instance types for a NodePool.
+pub trait InstanceFilter {
+    /// Returns one verdict per candidate, in candidate order. An `Err` fails
+    /// the whole call; the host applies the EC2NodeClass's failure policy.
+    fn filter(
+        &self,
+        ctx: &Context,
+        candidates: &[InstanceTypeInfo],
+    ) -> Result<Vec<Verdict>, String>;
+}
+
+/// Chooses which AMIs a node may boot, best first.
+pub trait AmiSelector {
+    /// Returns indices into `candidates`, best first, each at most once.
+    /// Candidates left out are never launched.
+    fn select(&self, ctx: &Context, candidates: &[Ami]) -> Result<Vec<u32>, String>;
+}
+
+/// Orders instance types: higher scores are tried first; the host breaks
+/// ties by price.
+pub trait PriorityScorer {
+    /// Returns one score per candidate, in candidate order.
+    fn score(&self, ctx: &Context, candidates: &[InstanceTypeInfo]) -> Result<Vec<i32>, String>;
+}
+
+/// Writes a line to the host's log. In a component this goes through the
+/// `log` import (size-capped by the host); natively it goes to stderr so
+/// unit tests show it.
+pub fn log(level: LogLevel, message: &str) {
+    #[cfg(target_family = "wasm")]
+    wasm::log(level, message);
+    #[cfg(not(target_family = "wasm"))]
+    eprintln!("[{level:?}] {message}");
+}

@@ -4,8 +4,25 @@
 //! order holds within every architecture/variant, so taking the first
 //! candidate that matches a node's architecture and variant gives the right
 //! image.
+//!
+//! Config: `{"allowDeprecated": false}` leaves deprecated images out
+//! entirely (default `true`: they are kept, after every non-deprecated one).
 
 use nodewright_filter::{Ami, AmiSelector, AmiState, Context};
+use serde::Deserialize;
+
+/// The selector's settings.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Config {
+    /// Keep deprecated images as a last resort.
+    #[serde(default = "allow_deprecated_default")]
+    pub allow_deprecated: bool,
+}
+
+fn allow_deprecated_default() -> bool {
+    true
+}
 
 /// The `builtin:available-amis` selector.
 #[derive(Debug, Default, Clone, Copy)]
@@ -13,10 +30,12 @@ pub struct AvailableAmis;
 
 impl AmiSelector for AvailableAmis {
     fn select(&self, ctx: &Context, candidates: &[Ami]) -> Result<Vec<u32>, String> {
+        let config: Config = ctx.config()?;
         let mut chosen: Vec<(usize, &Ami)> = candidates
             .iter()
             .enumerate()
             .filter(|(_, ami)| ami.state == AmiState::Available)
+            .filter(|(_, ami)| config.allow_deprecated || !ami.is_deprecated(ctx.now))
             .collect();
         chosen.sort_by(|(ia, a), (ib, b)| {
             a.is_deprecated(ctx.now)
@@ -87,6 +106,26 @@ mod tests {
                 "ami-deprecated"
             ]
         );
+    }
+
+    #[test]
+    fn deprecated_images_can_be_excluded() {
+        let ctx = Context {
+            now: 1_000,
+            config: r#"{"allowDeprecated": false}"#.to_string(),
+            ..Context::default()
+        };
+        let amis = [
+            ami("ami-deprecated", AmiState::Available, 800, Some(999)),
+            ami("ami-old", AmiState::Available, 100, None),
+        ];
+        assert_eq!(AvailableAmis.select(&ctx, &amis).unwrap(), vec![1]);
+        let bad = Context {
+            config: r#"{"allowDeprecate": false}"#.to_string(),
+            ..ctx
+        };
+        let err = AvailableAmis.select(&bad, &amis).unwrap_err();
+        assert!(err.contains("allowDeprecate"), "{err}");
     }
 
     #[test]

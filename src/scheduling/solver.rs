@@ -209,6 +209,15 @@ impl<'a> Overlay<'a> {
     }
 }
 
+/// Formats a rejection reason only when it will be shown: most rejections
+/// are of candidates the pod simply skips, and formatting them dominated the
+/// hot loop.
+macro_rules! why {
+    ($explain:expr, $($arg:tt)*) => {
+        if $explain { format!($($arg)*) } else { String::new() }
+    };
+}
+
 fn positive(op: Operator) -> bool {
     !matches!(op, Operator::NotIn | Operator::DoesNotExist)
 }
@@ -250,6 +259,9 @@ struct Solver<'a> {
     pods: Vec<PodP>,
     groups: Vec<Group>,
     universe: HashMap<u32, Vec<u32>>,
+    /// For each hostname anti-affinity group: claims (ascending) holding no
+    /// pod it selects, so pods repelling each other skip full claims quickly.
+    anti_free: HashMap<u32, Vec<u32>>,
     placements: Vec<ExistingPlacement>,
     errors: Vec<PodError>,
 }
@@ -302,6 +314,7 @@ impl<'a> Solver<'a> {
             pods: Vec::new(),
             groups: Vec::new(),
             universe: HashMap::new(),
+            anti_free: HashMap::new(),
             placements: Vec::new(),
             errors: Vec::new(),
         };
@@ -791,6 +804,11 @@ impl<'a> Solver<'a> {
                 );
             }
         }
+        for (gi, g) in self.groups.iter().enumerate() {
+            if g.hostname && g.id.kind == GroupKind::AntiAffinity {
+                self.anti_free.insert(gi as u32, Vec::new());
+            }
+        }
         // Domains per topology key.
         let keys: HashSet<u32> = self
             .groups
@@ -925,7 +943,7 @@ impl<'a> Solver<'a> {
 
     fn place(&mut self, pi: usize, cur: &Current) -> Result<(), String> {
         for ni in 0..self.nodes.len() {
-            if self.eval_node(pi, cur, &self.nodes[ni]).is_ok() {
+            if self.eval_node(false, pi, cur, &self.nodes[ni]).is_ok() {
                 let slot = &mut self.nodes[ni];
                 let p = &self.pods[pi];
                 for (f, r) in slot.free.iter_mut().zip(&p.requests) {
@@ -949,11 +967,35 @@ impl<'a> Solver<'a> {
                 return Ok(());
             }
         }
-        for ci in 0..self.claims.len() {
-            if let Ok(commit) = self.eval_claim(pi, cur, &self.claims[ci], false) {
-                self.apply(pi, ci, commit);
-                return Ok(());
+        let mut found = None;
+        let free_list = cur
+            .groups
+            .iter()
+            .filter_map(|g| self.anti_free.get(g))
+            .min_by_key(|l| l.len());
+        match free_list {
+            Some(list) => {
+                for &ci in list {
+                    if let Ok(commit) =
+                        self.eval_claim(false, pi, cur, &self.claims[ci as usize], false)
+                    {
+                        found = Some((ci as usize, commit));
+                        break;
+                    }
+                }
             }
+            None => {
+                for ci in 0..self.claims.len() {
+                    if let Ok(commit) = self.eval_claim(false, pi, cur, &self.claims[ci], false) {
+                        found = Some((ci, commit));
+                        break;
+                    }
+                }
+            }
+        }
+        if let Some((ci, commit)) = found {
+            self.apply(pi, ci, commit);
+            return Ok(());
         }
         if self.pools.is_empty() {
             return Err("no NodePool is available to create a node".to_string());
@@ -967,10 +1009,13 @@ impl<'a> Solver<'a> {
                     continue;
                 }
             };
-            match self.eval_claim(pi, cur, &claim, true) {
+            match self.eval_claim(true, pi, cur, &claim, true) {
                 Ok(commit) => {
                     self.claims.push(claim);
                     let ci = self.claims.len() - 1;
+                    for list in self.anti_free.values_mut() {
+                        list.push(ci as u32);
+                    }
                     for r in &commit.held {
                         if let Some(res) = self.reservations.get_mut(*r) {
                             res.held += 1;
@@ -1068,12 +1113,14 @@ impl<'a> Solver<'a> {
         super::index::export_req(r, &self.keys, &self.values).to_string()
     }
 
-    fn check_ports(&self, pi: usize, used: &[HostPort]) -> Result<(), String> {
+    fn check_ports(&self, explain: bool, pi: usize, used: &[HostPort]) -> Result<(), String> {
         for port in &self.pods[pi].host_ports {
             if used.iter().any(|u| u.conflicts(port)) {
-                return Err(format!(
+                return Err(why!(
+                    explain,
                     "host port {}/{} is already in use",
-                    port.port, port.protocol
+                    port.port,
+                    port.protocol
                 ));
             }
         }
@@ -1083,6 +1130,7 @@ impl<'a> Solver<'a> {
     /// Hostname-keyed topology: counts live on the node or claim itself.
     fn check_hostname_groups(
         &self,
+        explain: bool,
         pi: usize,
         cur: &Current,
         counts: &[(u32, i32)],
@@ -1098,7 +1146,8 @@ impl<'a> Solver<'a> {
             match group.id.kind {
                 GroupKind::Spread { max_skew, .. } => {
                     if count + selecting > max_skew {
-                        return Err(format!(
+                        return Err(why!(
+                            explain,
                             "topology spread on {} (maxSkew {max_skew}) would be exceeded",
                             labels::HOSTNAME
                         ));
@@ -1106,7 +1155,8 @@ impl<'a> Solver<'a> {
                 }
                 GroupKind::Affinity => {
                     if count == 0 && !(group.total == 0 && selecting == 1) {
-                        return Err(format!(
+                        return Err(why!(
+                            explain,
                             "pod affinity on {} has no matching pod on this node",
                             labels::HOSTNAME
                         ));
@@ -1114,7 +1164,8 @@ impl<'a> Solver<'a> {
                 }
                 GroupKind::AntiAffinity => {
                     if count > 0 {
-                        return Err(format!(
+                        return Err(why!(
+                            explain,
                             "pod anti-affinity on {} rejects this node",
                             labels::HOSTNAME
                         ));
@@ -1125,14 +1176,23 @@ impl<'a> Solver<'a> {
         }
         for &g in &p.blocked_by {
             if self.groups[g as usize].hostname && host_count(counts, g) > 0 {
-                return Err("the anti-affinity of a pod on this node rejects the pod".to_string());
+                return Err(why!(
+                    explain,
+                    "the anti-affinity of a pod on this node rejects the pod"
+                ));
             }
         }
         Ok(())
     }
 
     /// Zone and other non-hostname topology: narrows the candidate's domain.
-    fn topology_narrow(&self, pi: usize, cur: &Current, ov: &mut Overlay) -> Result<(), String> {
+    fn topology_narrow(
+        &self,
+        explain: bool,
+        pi: usize,
+        cur: &Current,
+        ov: &mut Overlay,
+    ) -> Result<(), String> {
         let p = &self.pods[pi];
         let number = |v: &u32| self.values.number(*v);
         let empty = Vec::new();
@@ -1175,7 +1235,8 @@ impl<'a> Solver<'a> {
                     match best {
                         Some((_, d)) => ValueSet::of(vec![d]),
                         None => {
-                            return Err(format!(
+                            return Err(why!(
+                                explain,
                                 "topology spread on {key_name} (maxSkew {max_skew}) cannot be met in any allowed domain"
                             ));
                         }
@@ -1195,7 +1256,8 @@ impl<'a> Solver<'a> {
                         options.extend(first.copied());
                     }
                     if options.is_empty() {
-                        return Err(format!(
+                        return Err(why!(
+                            explain,
                             "pod affinity on {key_name} has no domain with a matching pod"
                         ));
                     }
@@ -1208,7 +1270,8 @@ impl<'a> Solver<'a> {
                         .filter(|d| group.count(*d) == 0 && pod_has(d))
                         .collect();
                     if options.is_empty() {
-                        return Err(format!(
+                        return Err(why!(
+                            explain,
                             "pod anti-affinity on {key_name} leaves no domain without a matching pod"
                         ));
                     }
@@ -1217,16 +1280,22 @@ impl<'a> Solver<'a> {
                 GroupKind::InverseAntiAffinity => continue,
             };
             if !ov.narrow(key, &allowed, None, &self.values) {
-                return Err(match group.id.kind {
-                    GroupKind::AntiAffinity => {
-                        format!("pod anti-affinity on {key_name} leaves no domain")
+                return Err(if !explain {
+                    String::new()
+                } else {
+                    match group.id.kind {
+                        GroupKind::AntiAffinity => {
+                            format!("pod anti-affinity on {key_name} leaves no domain")
+                        }
+                        GroupKind::Affinity => {
+                            format!(
+                                "pod affinity on {key_name} needs a domain this node cannot be in"
+                            )
+                        }
+                        _ => format!(
+                            "topology spread on {key_name} needs a domain this node cannot be in"
+                        ),
                     }
-                    GroupKind::Affinity => {
-                        format!("pod affinity on {key_name} needs a domain this node cannot be in")
-                    }
-                    _ => format!(
-                        "topology spread on {key_name} needs a domain this node cannot be in"
-                    ),
                 });
             }
         }
@@ -1245,7 +1314,8 @@ impl<'a> Solver<'a> {
                 continue;
             }
             if !ov.narrow(group.id.key, &ValueSet::except(blocked), None, &self.values) {
-                return Err(format!(
+                return Err(why!(
+                    explain,
                     "the anti-affinity of a scheduled pod excludes every {} this node can be in",
                     self.keys.name(group.id.key)
                 ));
@@ -1254,24 +1324,31 @@ impl<'a> Solver<'a> {
         Ok(())
     }
 
-    fn eval_node(&self, pi: usize, cur: &Current, node: &NodeSlot) -> Result<(), String> {
+    fn eval_node(
+        &self,
+        explain: bool,
+        pi: usize,
+        cur: &Current,
+        node: &NodeSlot,
+    ) -> Result<(), String> {
         let p = &self.pods[pi];
         if let Some(d) = shortfall(&p.requests, &vec![0; p.requests.len()], &node.free) {
-            return Err(format!("not enough {}", self.res.name(d)));
+            return Err(why!(explain, "not enough {}", self.res.name(d)));
         }
         let tolerations = &self.input.pods[p.input].tolerations;
         if let Some(t) = first_untolerated(&node.taints, tolerations, !cur.tolerate_prefer) {
-            return Err(format!("did not tolerate taint {t}"));
+            return Err(why!(explain, "did not tolerate taint {t}"));
         }
-        self.check_ports(pi, &node.host_ports)?;
-        self.check_hostname_groups(pi, cur, &node.host_counts)?;
+        self.check_ports(explain, pi, &node.host_ports)?;
+        self.check_hostname_groups(explain, pi, cur, &node.host_counts)?;
         let number = |v: &u32| self.values.number(*v);
         for r in &cur.reqs.items {
             match node.reqs.get(r.key) {
                 Some(label) if label.set.intersects(&r.set, &number) => {}
                 None if !positive(r.set.operator()) => {}
                 _ => {
-                    return Err(format!(
+                    return Err(why!(
+                        explain,
                         "node labels do not satisfy {}",
                         self.describe_req(r)
                     ));
@@ -1279,11 +1356,12 @@ impl<'a> Solver<'a> {
             }
         }
         let mut ov = Overlay::new(&node.reqs);
-        self.topology_narrow(pi, cur, &mut ov)
+        self.topology_narrow(explain, pi, cur, &mut ov)
     }
 
     fn eval_claim(
         &self,
+        explain: bool,
         pi: usize,
         cur: &Current,
         claim: &Claim,
@@ -1293,7 +1371,8 @@ impl<'a> Solver<'a> {
         let pool = &self.pools[claim.pool];
         if !fits_sum(&claim.requests, &p.requests, &claim.max_alloc) {
             let d = shortfall(&claim.requests, &p.requests, &claim.max_alloc).unwrap_or(0);
-            return Err(format!(
+            return Err(why!(
+                explain,
                 "no instance type has enough {} for requests {} plus daemonset overhead {}",
                 self.res.name(d),
                 self.res.resources(&p.requests),
@@ -1308,17 +1387,19 @@ impl<'a> Solver<'a> {
         if !(if cur.tolerate_prefer { hard_ok } else { all_ok }) {
             let tolerations = &self.input.pods[p.input].tolerations;
             let taint = first_untolerated(&pool.taints, tolerations, !cur.tolerate_prefer);
-            return Err(format!(
+            return Err(why!(
+                explain,
                 "did not tolerate taint {}",
                 taint.map(|t| t.to_string()).unwrap_or_default()
             ));
         }
-        self.check_ports(pi, &claim.host_ports)?;
-        self.check_hostname_groups(pi, cur, &claim.host_counts)?;
+        self.check_ports(explain, pi, &claim.host_ports)?;
+        self.check_hostname_groups(explain, pi, cur, &claim.host_counts)?;
         let mut ov = Overlay::new(&claim.reqs);
         for r in &cur.reqs.items {
             if positive(r.set.operator()) && self.restricted.contains(&r.key) {
-                return Err(format!(
+                return Err(why!(
+                    explain,
                     "label {:?} is restricted; new nodes cannot be selected by it",
                     self.keys.name(r.key)
                 ));
@@ -1327,23 +1408,27 @@ impl<'a> Solver<'a> {
                 && positive(r.set.operator())
                 && !self.well_known.contains(&r.key)
             {
-                return Err(format!(
+                return Err(why!(
+                    explain,
                     "label {:?} does not have known values; add it to the NodePool's labels or requirements",
                     self.keys.name(r.key)
                 ));
             }
-            let existing = ov.get(r.key).map(|e| self.describe_req(e));
             if !ov.narrow(r.key, &r.set, r.min_values, &self.values) {
-                return Err(format!(
-                    "{} is not compatible with {}",
-                    self.describe_req(r),
-                    existing.unwrap_or_default()
+                let existing = ov
+                    .get(r.key)
+                    .map(|e| self.describe_req(e))
+                    .unwrap_or_default();
+                return Err(why!(
+                    explain,
+                    "{} is not compatible with {existing}",
+                    self.describe_req(r)
                 ));
             }
         }
-        self.topology_narrow(pi, cur, &mut ov)?;
+        self.topology_narrow(explain, pi, cur, &mut ov)?;
         let offering_keys = [self.k_zone, self.k_ct, self.k_reservation];
-        let offers_changed = is_new || ov.changes.iter().any(|r| offering_keys.contains(&r.key));
+        let offers_changed = ov.changes.iter().any(|r| offering_keys.contains(&r.key));
         let mut total = claim.requests.clone();
         add_into(&mut total, &p.requests);
         let held = if is_new {
@@ -1368,6 +1453,9 @@ impl<'a> Solver<'a> {
             }
         }
         if options.is_empty() {
+            if !explain {
+                return Err(String::new());
+            }
             let all = Reqs {
                 items: ov.all().cloned().collect(),
             };
@@ -1405,7 +1493,11 @@ impl<'a> Solver<'a> {
             changes: commit.changes.clone(),
         };
         self.check_min_values(pool, &reqs_after, &commit.options)?;
-        commit.max_alloc = self.max_alloc(pool, &commit.options);
+        commit.max_alloc = if commit.options.len() == claim.options.len() {
+            claim.max_alloc.clone()
+        } else {
+            self.max_alloc(pool, &commit.options)
+        };
         Ok(commit)
     }
 
@@ -1567,6 +1659,13 @@ impl<'a> Solver<'a> {
             &mut claim.host_counts,
             &self.values,
         );
+        for g in &self.pods[pi].counted_by {
+            if let Some(list) = self.anti_free.get_mut(g)
+                && let Ok(pos) = list.binary_search(&(ci as u32))
+            {
+                list.remove(pos);
+            }
+        }
         if !self.claims[ci].held.is_empty() {
             self.release_unused_reservations(ci);
         }

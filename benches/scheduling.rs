@@ -6,7 +6,9 @@
 //! `cargo bench --bench scheduling` runs the criterion benchmarks and prints
 //! the nodes created per size. `NODEWRIGHT_BENCH_ONCE=20000 cargo bench
 //! --bench scheduling` runs a single solve of that many diverse pods and exits
-//! (for peak-memory measurement with `/usr/bin/time -v`).
+//! (for peak-memory measurement with `/usr/bin/time -v`);
+//! `NODEWRIGHT_BENCH_ONCE=preferences-respect` (or `preferences-ignore`) does
+//! the same for the 4,000 preference pods.
 //!
 //! To benchmark another catalog (e.g. the real us-east-1 one), pass its
 //! instance types to [`diverse_input`] instead of [`fake_instance_types`].
@@ -263,17 +265,27 @@ fn bench_preferences(c: &mut Criterion) {
 criterion_group!(benches, bench_diverse, bench_preferences);
 
 fn main() {
-    if let Some(n) = std::env::var("NODEWRIGHT_BENCH_ONCE")
-        .ok()
-        .and_then(|v| v.parse::<usize>().ok())
-    {
-        let input = diverse_input(fake_instance_types(400), make_diverse_pods(n));
+    if let Ok(what) = std::env::var("NODEWRIGHT_BENCH_ONCE") {
+        let (n, input) = match what.as_str() {
+            "preferences-respect" | "preferences-ignore" => {
+                let mut input = diverse_input(fake_instance_types(400), make_preference_pods(4000));
+                input.options.ignore_preferences = what == "preferences-ignore";
+                (4000, input)
+            }
+            other => {
+                let n = other.parse::<usize>().unwrap_or(20000);
+                (
+                    n,
+                    diverse_input(fake_instance_types(400), make_diverse_pods(n)),
+                )
+            }
+        };
         let start = Instant::now();
         let result = Scheduler::new(input).solve();
         let elapsed = start.elapsed();
         check(&result, "once");
         println!(
-            "{n} diverse pods: {:.1} ms, {} nodes created, {} errors",
+            "{what} ({n} pods): {:.1} ms, {} nodes created, {} errors",
             elapsed.as_secs_f64() * 1e3,
             result.new_node_claims.len(),
             result.errors.len()

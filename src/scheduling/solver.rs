@@ -1355,6 +1355,16 @@ impl<'a> Solver<'a> {
                 }
             }
         }
+        for &g in &cur.groups {
+            let group = &self.groups[g as usize];
+            if !group.hostname && node.reqs.get(group.id.key).is_none() {
+                return Err(why!(
+                    explain,
+                    "node has no {} label for the pod's topology constraint",
+                    self.keys.name(group.id.key)
+                ));
+            }
+        }
         let mut ov = Overlay::new(&node.reqs);
         self.topology_narrow(explain, pi, cur, &mut ov)
     }

@@ -764,3 +764,28 @@ fn priority_scores_order_options_before_price() {
     assert_eq!(&names[..3], &["fake-it-4", "fake-it-3", "fake-it-0"]);
     assert_eq!(claim.instance_type_options[0].score, Some(10));
 }
+
+#[test]
+fn nodes_without_the_topology_label_are_not_spread_domains() {
+    let unlabelled = ExistingNode {
+        name: "bare".into(),
+        allocatable: Resources::cpu_memory(8000, 16 * GIB).with_pods(100),
+        capacity: Resources::cpu_memory(8000, 16 * GIB).with_pods(100),
+        initialized: true,
+        ..ExistingNode::default()
+    };
+    let mut spread_pod = pod("s", 100, 0).with_label("app", "s");
+    spread_pod.topology_spread = vec![spread(labels::ZONE, "s")];
+    let input = SchedulerInput {
+        node_pools: vec![pool("default", 4)],
+        existing_nodes: vec![unlabelled],
+        pods: vec![spread_pod, pod("plain", 100, 0)],
+        ..SchedulerInput::default()
+    };
+    let result = Scheduler::new(input).solve();
+    assert_eq!(
+        result.existing_node_placements,
+        vec![ExistingPlacement { pod: "default/plain".into(), node: "bare".into() }]
+    );
+    assert!(claim_of(&result, "s").zone.starts_with("test-zone-"));
+}

@@ -1542,8 +1542,7 @@ impl<'a> Solver<'a> {
             let mut usable = false;
             for o in &ty.offers {
                 let Some(ri) = o.reservation else { continue };
-                let single = [ri];
-                if self.cheapest_offer_single(ty, &pinned, o, &single) {
+                if self.cheapest_offer_single(ty, &pinned, o) {
                     usable = true;
                     if !held.contains(&ri) {
                         held.push(ri);
@@ -1588,13 +1587,9 @@ impl<'a> Solver<'a> {
         Ok(())
     }
 
-    fn cheapest_offer_single(
-        &self,
-        ty: &TypeIdx,
-        reqs: &Overlay,
-        offer: &Offer,
-        held: &[usize],
-    ) -> bool {
+    /// Whether `offer`'s reservation has room and one of its offerings for
+    /// this type is compatible with the (reserved-pinned) requirements.
+    fn cheapest_offer_single(&self, ty: &TypeIdx, reqs: &Overlay, offer: &Offer) -> bool {
         let Some(ri) = offer.reservation else {
             return false;
         };
@@ -1602,9 +1597,7 @@ impl<'a> Solver<'a> {
             .reservations
             .get(ri)
             .is_some_and(|r| r.held < r.capacity);
-        room && self.cheapest_offer(ty, reqs, Some(held)).is_some_and(|o| {
-            o.reservation == Some(ri) || ty.offers.iter().any(|x| std::ptr::eq(x, offer))
-        })
+        room && self.cheapest_offer(ty, reqs, Some(&[ri])).is_some()
     }
 
     fn check_min_values(

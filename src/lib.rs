@@ -3,5 +3,6 @@
 pub mod apis;
 pub mod aws;
 pub mod cli;
+pub mod extensions;
 pub mod scheduling;
 pub mod sim;

@@ -79,6 +79,7 @@ fn render(plan: &Plan) -> String {
         ]);
     }
     let mut out = table.render();
+    out.push_str(&render_extensions(plan));
     for node in &plan.existing_nodes {
         out.push_str(&format!(
             "existing node {}: {} pods\n",
@@ -101,6 +102,45 @@ fn render(plan: &Plan) -> String {
     ));
     if plan.node_claims.iter().any(|c| c.price_is_estimate) {
         out.push_str("~ marks estimated prices (no spot price source offline; on-demand price shown as the upper bound)\n");
+    }
+    out
+}
+
+/// One line per extension module and NodePool: what it dropped or why it failed.
+fn render_extensions(plan: &Plan) -> String {
+    const EXAMPLES: usize = 4;
+    let mut out = String::new();
+    if !plan.extensions.is_empty() {
+        out.push_str("\nextensions:\n");
+    }
+    for run in &plan.extensions {
+        let head = format!(
+            "  {}/{} {} {} ({})",
+            run.node_class, run.node_pool, run.role, run.module, run.source
+        );
+        if let Some(error) = &run.error {
+            let effect = if run.failure_policy == "Fail" {
+                "failurePolicy Fail: no launches for this EC2NodeClass"
+            } else {
+                "failurePolicy Ignore: module skipped"
+            };
+            out.push_str(&format!("{head}: FAILED ({effect}): {error}\n"));
+            continue;
+        }
+        let dropped: usize = run.dropped.iter().map(|g| g.instance_types.len()).sum();
+        if run.role == "instance-filter" {
+            out.push_str(&format!("{head}: dropped {dropped} instance types\n"));
+        } else {
+            out.push_str(&format!("{head}: ordered the instance-type options\n"));
+        }
+        for group in &run.dropped {
+            let mut names =
+                group.instance_types[..group.instance_types.len().min(EXAMPLES)].join(", ");
+            if group.instance_types.len() > EXAMPLES {
+                names.push_str(&format!(", … (+{})", group.instance_types.len() - EXAMPLES));
+            }
+            out.push_str(&format!("    {}: {names}\n", group.reason));
+        }
     }
     out
 }

@@ -16,10 +16,12 @@ use std::time::Instant;
 use crate::apis::{EC2NodeClass, NodePool};
 use crate::aws::catalog::{Catalog, CatalogError};
 use crate::aws::instance_types::{ResolveError, ResolverSettings, resolve_all};
+use crate::extensions::Extensions;
 use crate::scheduling::{
     InstanceType, Operator, Requirement, RequirementError, Requirements, Resources, Scheduler,
     SchedulerInput, SchedulerOptions, convert,
 };
+use nodewright_host::{HostConfig, HostError};
 
 pub use manifests::{ManifestError, Manifests};
 pub use plan::Plan;
@@ -77,6 +79,9 @@ pub enum SimulateError {
         #[source]
         source: ResolveError,
     },
+    /// The extension sandbox could not start.
+    #[error(transparent)]
+    Host(#[from] HostError),
     /// A pod is bound (`spec.nodeName`) to a node that was not given.
     #[error(
         "pod {pod:?}: spec.nodeName names node {node:?}, which is not in the given manifests; add the Node or drop nodeName"
@@ -107,16 +112,34 @@ pub struct SimulateOptions {
 pub fn simulate(options: &SimulateOptions) -> Result<Plan, SimulateError> {
     let manifests = Manifests::load(&options.paths)?;
     let catalog = Catalog::embedded(&options.region)?;
-    let input = scheduler_input(&manifests, &catalog, options.ignore_preferences)?;
-    let pools: BTreeMap<String, Vec<InstanceType>> = input
+    let extensions = Extensions::new(HostConfig::default())?;
+    let prepared = scheduler_input(
+        &manifests,
+        &catalog,
+        &extensions,
+        options.ignore_preferences,
+    )?;
+    let pools: BTreeMap<String, Vec<InstanceType>> = prepared
+        .input
         .node_pools
         .iter()
         .map(|p| (p.name.clone(), p.instance_types.clone()))
         .collect();
     let started = Instant::now();
-    let result = Scheduler::new(input).solve();
+    let result = Scheduler::new(prepared.input).solve();
     let solve_millis = started.elapsed().as_secs_f64() * 1000.0;
-    Ok(Plan::new(catalog.region(), &result, &pools, solve_millis))
+    let mut plan = Plan::new(catalog.region(), &result, &pools, solve_millis);
+    plan.extensions = prepared.extensions;
+    Ok(plan)
+}
+
+/// The scheduler's input plus what the extensions did while building it.
+#[derive(Debug)]
+pub struct Prepared {
+    /// Ready for [`Scheduler::new`].
+    pub input: SchedulerInput,
+    /// One entry per (NodePool, extension module) evaluation.
+    pub extensions: Vec<plan::ExtensionRun>,
 }
 
 /// Builds the scheduler's input from manifests: NodePools with their
@@ -125,13 +148,15 @@ pub fn simulate(options: &SimulateOptions) -> Result<Plan, SimulateError> {
 pub fn scheduler_input(
     manifests: &Manifests,
     catalog: &Catalog,
+    extensions: &Extensions,
     ignore_preferences: bool,
-) -> Result<SchedulerInput, SimulateError> {
+) -> Result<Prepared, SimulateError> {
     if manifests.node_pools.is_empty() {
         return Err(SimulateError::NoNodePool);
     }
     let mut resolved: BTreeMap<String, Vec<InstanceType>> = BTreeMap::new();
     let mut node_pools = Vec::new();
+    let mut runs = Vec::new();
     for pool in &manifests.node_pools {
         let class = node_class_of(pool, &manifests.node_classes)?;
         let class_name = class.metadata.name.clone().unwrap_or_default();
@@ -150,7 +175,22 @@ pub fn scheduler_input(
             resolved.insert(class_name.clone(), types);
         }
         let instance_types = resolved.get(&class_name).cloned().unwrap_or_default();
-        node_pools.push(node_pool_spec(pool, instance_types)?);
+        let pool_name = pool.metadata.name.clone().unwrap_or_default();
+        let outcome = extensions.apply(
+            class,
+            &pool_name,
+            catalog,
+            instance_types,
+            &manifests.config_maps,
+        );
+        runs.extend(plan::ExtensionRun::from_outcome(
+            &class_name,
+            &pool_name,
+            &outcome,
+        ));
+        let mut spec = node_pool_spec(pool, outcome.instance_types.clone())?;
+        spec.priority_scores = outcome.priority_scores.clone();
+        node_pools.push(spec);
     }
 
     let mut pending = Vec::new();
@@ -182,16 +222,19 @@ pub fn scheduler_input(
         .iter()
         .map(convert::daemonset_pod_from_k8s)
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(SchedulerInput {
-        node_pools,
-        existing_nodes,
-        pods: pending,
-        daemonsets,
-        options: SchedulerOptions {
-            ignore_preferences,
-            ..SchedulerOptions::default()
+    Ok(Prepared {
+        input: SchedulerInput {
+            node_pools,
+            existing_nodes,
+            pods: pending,
+            daemonsets,
+            options: SchedulerOptions {
+                ignore_preferences,
+                ..SchedulerOptions::default()
+            },
+            ..SchedulerInput::default()
         },
-        ..SchedulerInput::default()
+        extensions: runs,
     })
 }
 

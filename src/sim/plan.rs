@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::extensions::{Outcome, drops_by_reason};
 use crate::scheduling::{InstanceType, SchedulingResult};
 
 /// One NodeClaim the round would create.
@@ -61,6 +62,68 @@ pub struct Unschedulable {
     pub reason: String,
 }
 
+/// What one extension module did for one NodePool.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExtensionRun {
+    /// The EC2NodeClass whose `spec.extensions` names the module.
+    pub node_class: String,
+    /// The NodePool it ran for.
+    pub node_pool: String,
+    /// The entry's `name`.
+    pub module: String,
+    /// `instance-filter` or `priority-scorer`.
+    pub role: String,
+    /// Where the module came from.
+    pub source: String,
+    /// Instance types dropped, grouped by the filter's reason.
+    pub dropped: Vec<DroppedGroup>,
+    /// Why the module failed, if it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// `Fail` stopped launches for the NodeClass; `Ignore` skipped the module.
+    pub failure_policy: String,
+}
+
+/// Instance types one filter dropped for one reason.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DroppedGroup {
+    /// The filter's reason.
+    pub reason: String,
+    /// The instance types, sorted.
+    pub instance_types: Vec<String>,
+}
+
+impl ExtensionRun {
+    /// One entry per module report of an evaluation.
+    pub fn from_outcome(node_class: &str, node_pool: &str, outcome: &Outcome) -> Vec<Self> {
+        outcome
+            .reports
+            .iter()
+            .map(|report| ExtensionRun {
+                node_class: node_class.to_string(),
+                node_pool: node_pool.to_string(),
+                module: report.name.clone(),
+                role: report.role.as_str().to_string(),
+                source: report.source.clone(),
+                dropped: drops_by_reason(&report.dropped)
+                    .into_iter()
+                    .map(|(reason, mut instance_types)| {
+                        instance_types.sort();
+                        DroppedGroup {
+                            reason,
+                            instance_types,
+                        }
+                    })
+                    .collect(),
+                error: report.error.clone(),
+                failure_policy: format!("{:?}", report.failure_policy),
+            })
+            .collect()
+    }
+}
+
 /// The outcome of one simulated provisioning round.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -77,6 +140,8 @@ pub struct Plan {
     pub total_price_per_hour: f64,
     /// Wall time of the scheduling solve.
     pub solve_millis: f64,
+    /// What each extension module did, per NodePool.
+    pub extensions: Vec<ExtensionRun>,
 }
 
 fn quantity_cpu(millis: i64) -> String {
@@ -183,6 +248,7 @@ impl Plan {
                 .collect(),
             total_price_per_hour,
             solve_millis,
+            extensions: Vec::new(),
         }
     }
 }

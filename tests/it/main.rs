@@ -2,3 +2,4 @@
 mod apis;
 mod cli;
 mod simulate;
+mod extensions;

@@ -1,0 +1,290 @@
+//! Binds an EC2NodeClass's `spec.extensions` to loaded modules (Wasm
+//! components or built-ins) and runs them where the pipeline needs them:
+//! instance filters and priority scorers when a NodeClass's instance types
+//! are resolved. Results are cached, so the scheduler's hot loop never calls
+//! into a module.
+//!
+//! Failures follow the entry's `failurePolicy`: `Fail` stops launches for the
+//! NodeClass (its NodePools are offered no instance types, and the reason is
+//! reported); `Ignore` skips the module and records a warning.
+
+mod records;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use nodewright_host::{Host, HostConfig, HostError, Limits, LoadedModule, ModuleRef, Role};
+
+use crate::apis::{EC2NodeClass, FailurePolicy, ModuleSource, ResolvedModule};
+use crate::aws::catalog::Catalog;
+use crate::scheduling::InstanceType;
+
+pub use records::filter_records;
+
+/// The condition type on an EC2NodeClass that reports whether its extensions load and run.
+pub const EXTENSIONS_READY: &str = "ExtensionsReady";
+
+/// What one module did in one evaluation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModuleReport {
+    /// The entry's `name`.
+    pub name: String,
+    /// `instance-filter` or `priority-scorer`.
+    pub role: Role,
+    /// Where the module came from (`builtin:flex-first`, a path, a ConfigMap key…).
+    pub source: String,
+    /// Instance types an instance filter dropped, with its reason for each.
+    pub dropped: Vec<(String, String)>,
+    /// The failure, if the module could not be loaded or called.
+    pub error: Option<String>,
+    /// What the failure did: `Fail` blocks the NodeClass, `Ignore` skips the module.
+    pub failure_policy: FailurePolicy,
+}
+
+/// Instance types after a NodeClass's extensions ran, plus what each module did.
+#[derive(Debug, Clone, Default)]
+pub struct Outcome {
+    /// The instance types the filters kept.
+    pub instance_types: Vec<InstanceType>,
+    /// Weighted sum of scorer scores per instance type; `None` without scorers.
+    pub priority_scores: Option<HashMap<String, i32>>,
+    /// One report per module that ran or failed, in evaluation order.
+    pub reports: Vec<ModuleReport>,
+    /// Set when a `failurePolicy: Fail` module failed: the NodeClass may not launch.
+    pub blocked: Option<String>,
+}
+
+/// Where ConfigMap-sourced modules are looked up (the API server in the
+/// controller; the given manifests in `simulate`).
+pub trait ConfigMapSource {
+    /// The ConfigMap `namespace/name`, if it exists.
+    fn config_map(&self, namespace: &str, name: &str) -> Option<&ConfigMap>;
+}
+
+impl ConfigMapSource for Vec<ConfigMap> {
+    fn config_map(&self, namespace: &str, name: &str) -> Option<&ConfigMap> {
+        self.iter().find(|cm| {
+            cm.metadata.name.as_deref() == Some(name)
+                && cm.metadata.namespace.as_deref().unwrap_or("default") == namespace
+        })
+    }
+}
+
+/// Runs EC2NodeClass extensions, caching results per NodeClass generation,
+/// NodePool, effective extensions and catalog version.
+pub struct Extensions {
+    host: Host,
+    cache: Mutex<HashMap<String, Arc<Outcome>>>,
+}
+
+impl Extensions {
+    /// Starts the sandbox host.
+    pub fn new(config: HostConfig) -> Result<Self, HostError> {
+        Ok(Self {
+            host: Host::new(config)?,
+            cache: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Filters and scores `instance_types` (resolved for `node_class` from
+    /// `catalog`) for `node_pool`.
+    pub fn apply(
+        &self,
+        node_class: &EC2NodeClass,
+        node_pool: &str,
+        catalog: &Catalog,
+        instance_types: Vec<InstanceType>,
+        config_maps: &dyn ConfigMapSource,
+    ) -> Arc<Outcome> {
+        let class_name = node_class.metadata.name.clone().unwrap_or_default();
+        let effective = match node_class.spec.effective_extensions() {
+            Ok(effective) => effective,
+            Err(e) => {
+                return Arc::new(Outcome {
+                    blocked: Some(format!("EC2NodeClass {class_name:?}: {e}")),
+                    ..Outcome::default()
+                });
+            }
+        };
+        let key = format!(
+            "{class_name}/{}/{node_pool}/{}/{effective:?}",
+            node_class.metadata.generation.unwrap_or_default(),
+            catalog.version()
+        );
+        if let Some(hit) = self.cache.lock().ok().and_then(|c| c.get(&key).cloned()) {
+            return hit;
+        }
+        let context = |config: &serde_json::Value| nodewright_filter::Context {
+            node_pool: node_pool.to_string(),
+            node_class: class_name.clone(),
+            region: catalog.region().to_string(),
+            config: if config.is_null() {
+                "{}".to_string()
+            } else {
+                config.to_string()
+            },
+            now: 0,
+        };
+        let mut outcome = Outcome {
+            instance_types,
+            ..Outcome::default()
+        };
+        for (i, module) in effective.instance_filters.iter().enumerate() {
+            let field = format!("spec.extensions.instanceFilters[{i}]");
+            let mut report = report_for(module, Role::InstanceFilter);
+            let result = self
+                .load(module, Role::InstanceFilter, &field, config_maps)
+                .and_then(|loaded| {
+                    let set = filter_records(catalog, &outcome.instance_types);
+                    loaded
+                        .filter(&context(&module.config), &set)
+                        .map_err(|e| format!("{field} ({}): {e}", module.name))
+                });
+            match result {
+                Ok(verdicts) => {
+                    let mut kept = Vec::with_capacity(outcome.instance_types.len());
+                    for (it, verdict) in outcome.instance_types.drain(..).zip(verdicts) {
+                        match verdict {
+                            nodewright_filter::Verdict::Keep => kept.push(it),
+                            nodewright_filter::Verdict::Drop(reason) => {
+                                report.dropped.push((it.name, reason));
+                            }
+                        }
+                    }
+                    outcome.instance_types = kept;
+                }
+                Err(message) => fail(&mut outcome, &mut report, message),
+            }
+            outcome.reports.push(report);
+        }
+        let mut totals: HashMap<String, i32> = HashMap::new();
+        let mut scored = false;
+        for (i, scorer) in effective.priority_scorers.iter().enumerate() {
+            let module = &scorer.module;
+            let field = format!("spec.extensions.priorityScorers[{i}]");
+            let mut report = report_for(module, Role::PriorityScorer);
+            let result = self
+                .load(module, Role::PriorityScorer, &field, config_maps)
+                .and_then(|loaded| {
+                    let set = filter_records(catalog, &outcome.instance_types);
+                    loaded
+                        .score(&context(&module.config), &set)
+                        .map_err(|e| format!("{field} ({}): {e}", module.name))
+                });
+            match result {
+                Ok(scores) => {
+                    scored = true;
+                    for (it, score) in outcome.instance_types.iter().zip(scores) {
+                        let total = totals.entry(it.name.clone()).or_insert(0);
+                        *total = total.saturating_add(score.saturating_mul(scorer.weight));
+                    }
+                }
+                Err(message) => fail(&mut outcome, &mut report, message),
+            }
+            outcome.reports.push(report);
+        }
+        if scored {
+            outcome.priority_scores = Some(totals);
+        }
+        if outcome.blocked.is_some() {
+            outcome.instance_types.clear();
+            outcome.priority_scores = None;
+        }
+        let outcome = Arc::new(outcome);
+        if let Ok(mut cache) = self.cache.lock() {
+            cache.insert(key, outcome.clone());
+        }
+        outcome
+    }
+
+    /// Loads one module with its own timeout, fetching ConfigMap bytes when needed.
+    fn load(
+        &self,
+        module: &ResolvedModule,
+        role: Role,
+        field: &str,
+        config_maps: &dyn ConfigMapSource,
+    ) -> Result<LoadedModule, String> {
+        let source = match &module.source {
+            ModuleSource::Builtin(name) => ModuleRef::Builtin(name.clone()),
+            ModuleSource::Path(path) => ModuleRef::Path(path.into()),
+            ModuleSource::Url(url) => ModuleRef::Url(url.clone()),
+            ModuleSource::Oci(reference) => ModuleRef::Oci(reference.clone()),
+            ModuleSource::ConfigMap(cm) => {
+                let namespace = cm.namespace.as_str();
+                let found = config_maps.config_map(namespace, &cm.name).ok_or_else(|| {
+                    format!(
+                        "{field}.configMap: ConfigMap {namespace}/{} not found",
+                        cm.name
+                    )
+                })?;
+                let bytes = found
+                    .binary_data
+                    .as_ref()
+                    .and_then(|data| data.get(&cm.key))
+                    .ok_or_else(|| {
+                        format!(
+                            "{field}.configMap: ConfigMap {namespace}/{} has no binaryData key {:?}",
+                            cm.name, cm.key
+                        )
+                    })?;
+                ModuleRef::Bytes {
+                    label: format!("configmap/{namespace}/{}#{}", cm.name, cm.key),
+                    bytes: Arc::from(bytes.0.as_slice()),
+                }
+            }
+        };
+        let limits = Limits {
+            timeout: module.timeout,
+            ..self.host.config().default_limits
+        };
+        self.host
+            .load(role, &source, module.sha256.as_deref())
+            .map(|loaded| loaded.with_limits(limits))
+            .map_err(|e| format!("{field} ({}): {e}", module.name))
+    }
+}
+
+fn report_for(module: &ResolvedModule, role: Role) -> ModuleReport {
+    ModuleReport {
+        name: module.name.clone(),
+        role,
+        source: describe(&module.source),
+        dropped: Vec::new(),
+        error: None,
+        failure_policy: module.failure_policy,
+    }
+}
+
+fn fail(outcome: &mut Outcome, report: &mut ModuleReport, message: String) {
+    if report.failure_policy == FailurePolicy::Fail && outcome.blocked.is_none() {
+        outcome.blocked = Some(message.clone());
+    }
+    report.error = Some(message);
+}
+
+/// How a module source reads in messages.
+pub fn describe(source: &ModuleSource) -> String {
+    match source {
+        ModuleSource::Builtin(name) => format!("builtin:{name}"),
+        ModuleSource::Path(path) => path.clone(),
+        ModuleSource::Url(url) => url.clone(),
+        ModuleSource::Oci(reference) => format!("oci://{reference}"),
+        ModuleSource::ConfigMap(cm) => format!("configmap/{}/{}#{}", cm.namespace, cm.name, cm.key),
+    }
+}
+
+/// Groups an instance filter's drops by reason, most frequent first, for summaries.
+pub fn drops_by_reason(dropped: &[(String, String)]) -> Vec<(String, Vec<String>)> {
+    let mut by_reason: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for (name, reason) in dropped {
+        by_reason.entry(reason).or_default().push(name.clone());
+    }
+    let mut out: Vec<(String, Vec<String>)> = by_reason
+        .into_iter()
+        .map(|(reason, names)| (reason.to_string(), names))
+        .collect();
+    out.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then_with(|| a.0.cmp(&b.0)));
+    out
+}

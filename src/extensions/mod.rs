@@ -16,7 +16,11 @@ use std::sync::{Arc, Mutex};
 use k8s_openapi::api::core::v1::ConfigMap;
 use nodewright_host::{Host, HostConfig, HostError, Limits, LoadedModule, ModuleRef, Role};
 
-use crate::apis::{EC2NodeClass, FailurePolicy, ModuleSource, ResolvedModule};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use crate::apis::{
+    Condition, ConditionStatus, EC2NodeClass, FailurePolicy, ModuleSource, ResolvedModule,
+};
 use crate::aws::catalog::Catalog;
 use crate::scheduling::InstanceType;
 
@@ -53,6 +57,42 @@ pub struct Outcome {
     pub reports: Vec<ModuleReport>,
     /// Set when a `failurePolicy: Fail` module failed: the NodeClass may not launch.
     pub blocked: Option<String>,
+}
+
+impl Outcome {
+    /// The `ExtensionsReady` condition this outcome sets on its EC2NodeClass:
+    /// `False` (reason `ModuleFailed`) when a `failurePolicy: Fail` module
+    /// failed, naming the module and the error; `True` otherwise, with reason
+    /// `ModulesSkipped` listing `Ignore` modules that failed.
+    pub fn condition(&self, observed_generation: Option<i64>, now: Time) -> Condition {
+        let skipped: Vec<String> = self
+            .reports
+            .iter()
+            .filter_map(|r| r.error.as_ref())
+            .cloned()
+            .collect();
+        let (status, reason, message) = match (&self.blocked, skipped.is_empty()) {
+            (Some(blocked), _) => (ConditionStatus::False, "ModuleFailed", blocked.clone()),
+            (None, true) => (
+                ConditionStatus::True,
+                "Ready",
+                "all extension modules ran".to_string(),
+            ),
+            (None, false) => (
+                ConditionStatus::True,
+                "ModulesSkipped",
+                format!("skipped with failurePolicy Ignore: {}", skipped.join("; ")),
+            ),
+        };
+        Condition {
+            type_: EXTENSIONS_READY.to_string(),
+            status,
+            observed_generation,
+            last_transition_time: now,
+            reason: Some(reason.to_string()),
+            message: Some(message),
+        }
+    }
 }
 
 /// Where ConfigMap-sourced modules are looked up (the API server in the

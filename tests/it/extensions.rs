@@ -45,6 +45,18 @@ spec:
     )
 }
 
+fn outcome(yaml: &str) -> std::sync::Arc<nodewright::extensions::Outcome> {
+    let mut manifests = Manifests::default();
+    manifests.add_yaml("test.yaml", yaml).unwrap();
+    let catalog = Catalog::embedded("us-east-1").unwrap();
+    let extensions = Extensions::new(HostConfig::default()).unwrap();
+    let class = &manifests.node_classes[0];
+    let settings =
+        nodewright::aws::instance_types::ResolverSettings::from_node_class(class).unwrap();
+    let types = nodewright::aws::instance_types::resolve_all(&catalog, &settings).unwrap();
+    extensions.apply(class, "general", &catalog, types, &manifests.config_maps)
+}
+
 fn plan(yaml: &str) -> Plan {
     let mut manifests = Manifests::default();
     manifests.add_yaml("test.yaml", yaml).unwrap();
@@ -170,4 +182,33 @@ fn config_map_sources_must_exist() {
         "{error}"
     );
     assert!(plan.node_claims.is_empty());
+}
+
+#[test]
+fn extensions_ready_condition_names_the_failing_module() {
+    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Default::default());
+    let ok = outcome(&node_class(""));
+    let condition = ok.condition(Some(3), now.clone());
+    assert_eq!(condition.type_, "ExtensionsReady");
+    assert!(condition.is_true());
+    assert_eq!(condition.observed_generation, Some(3));
+
+    let digest = "0".repeat(64);
+    let failing = |policy: &str| {
+        outcome(&node_class(&format!(
+            "  extensions:\n    instanceFilters:\n      - name: broken\n        path: /nonexistent/filter.wasm\n        sha256: \"{digest}\"\n        failurePolicy: {policy}\n"
+        )))
+    };
+    let blocked = failing("Fail").condition(None, now.clone());
+    assert!(!blocked.is_true());
+    assert_eq!(blocked.reason.as_deref(), Some("ModuleFailed"));
+    let message = blocked.message.unwrap();
+    assert!(
+        message.contains("broken") && message.contains("instanceFilters[0]"),
+        "{message}"
+    );
+
+    let skipped = failing("Ignore").condition(None, now);
+    assert!(skipped.is_true());
+    assert_eq!(skipped.reason.as_deref(), Some("ModulesSkipped"));
 }

@@ -7,69 +7,37 @@ use std::collections::BTreeMap;
 
 use crate::aws::catalog::InstanceTypeInfo;
 
-/// `node.kubernetes.io/instance-type`.
-pub const INSTANCE_TYPE: &str = "node.kubernetes.io/instance-type";
-/// `kubernetes.io/arch`.
-pub const ARCH: &str = "kubernetes.io/arch";
-/// `kubernetes.io/os`.
-pub const OS: &str = "kubernetes.io/os";
-/// `topology.kubernetes.io/zone`.
-pub const ZONE: &str = "topology.kubernetes.io/zone";
-/// `topology.kubernetes.io/region`.
-pub const REGION: &str = "topology.kubernetes.io/region";
-/// `karpenter.sh/capacity-type`.
-pub const CAPACITY_TYPE: &str = "karpenter.sh/capacity-type";
-/// `karpenter.k8s.aws/instance-category`.
-pub const INSTANCE_CATEGORY: &str = "karpenter.k8s.aws/instance-category";
-/// `karpenter.k8s.aws/instance-family`.
-pub const INSTANCE_FAMILY: &str = "karpenter.k8s.aws/instance-family";
-/// `karpenter.k8s.aws/instance-generation`.
-pub const INSTANCE_GENERATION: &str = "karpenter.k8s.aws/instance-generation";
-/// `karpenter.k8s.aws/instance-size`.
-pub const INSTANCE_SIZE: &str = "karpenter.k8s.aws/instance-size";
-/// `karpenter.k8s.aws/instance-capability-flex`.
-pub const INSTANCE_CAPABILITY_FLEX: &str = "karpenter.k8s.aws/instance-capability-flex";
-/// `karpenter.k8s.aws/instance-cpu`.
-pub const INSTANCE_CPU: &str = "karpenter.k8s.aws/instance-cpu";
-/// `karpenter.k8s.aws/instance-cpu-manufacturer`.
-pub const INSTANCE_CPU_MANUFACTURER: &str = "karpenter.k8s.aws/instance-cpu-manufacturer";
-/// `karpenter.k8s.aws/instance-cpu-sustained-clock-speed-mhz`.
-pub const INSTANCE_CPU_SUSTAINED_CLOCK_SPEED_MHZ: &str =
-    "karpenter.k8s.aws/instance-cpu-sustained-clock-speed-mhz";
-/// `karpenter.k8s.aws/instance-memory` (MiB).
-pub const INSTANCE_MEMORY: &str = "karpenter.k8s.aws/instance-memory";
-/// `karpenter.k8s.aws/instance-ebs-bandwidth` (Mbps).
-pub const INSTANCE_EBS_BANDWIDTH: &str = "karpenter.k8s.aws/instance-ebs-bandwidth";
-/// `karpenter.k8s.aws/instance-network-bandwidth` (Mbps).
-pub const INSTANCE_NETWORK_BANDWIDTH: &str = "karpenter.k8s.aws/instance-network-bandwidth";
-/// `karpenter.k8s.aws/instance-local-nvme` (GB).
-pub const INSTANCE_LOCAL_NVME: &str = "karpenter.k8s.aws/instance-local-nvme";
-/// `karpenter.k8s.aws/instance-hypervisor`.
-pub const INSTANCE_HYPERVISOR: &str = "karpenter.k8s.aws/instance-hypervisor";
-/// `karpenter.k8s.aws/instance-encryption-in-transit-supported`.
-pub const INSTANCE_ENCRYPTION_IN_TRANSIT_SUPPORTED: &str =
-    "karpenter.k8s.aws/instance-encryption-in-transit-supported";
-/// `karpenter.k8s.aws/instance-gpu-name`.
-pub const INSTANCE_GPU_NAME: &str = "karpenter.k8s.aws/instance-gpu-name";
-/// `karpenter.k8s.aws/instance-gpu-manufacturer`.
-pub const INSTANCE_GPU_MANUFACTURER: &str = "karpenter.k8s.aws/instance-gpu-manufacturer";
-/// `karpenter.k8s.aws/instance-gpu-count`.
-pub const INSTANCE_GPU_COUNT: &str = "karpenter.k8s.aws/instance-gpu-count";
-/// `karpenter.k8s.aws/instance-gpu-memory` (MiB per GPU).
-pub const INSTANCE_GPU_MEMORY: &str = "karpenter.k8s.aws/instance-gpu-memory";
-/// `karpenter.k8s.aws/instance-accelerator-name`.
-pub const INSTANCE_ACCELERATOR_NAME: &str = "karpenter.k8s.aws/instance-accelerator-name";
-/// `karpenter.k8s.aws/instance-accelerator-manufacturer`.
-pub const INSTANCE_ACCELERATOR_MANUFACTURER: &str =
-    "karpenter.k8s.aws/instance-accelerator-manufacturer";
-/// `karpenter.k8s.aws/instance-accelerator-count`.
-pub const INSTANCE_ACCELERATOR_COUNT: &str = "karpenter.k8s.aws/instance-accelerator-count";
+// Short names for the label keys defined in `crate::apis::labels`.
+pub use crate::apis::labels::{
+    ARCH_LABEL_KEY as ARCH, CAPACITY_TYPE_LABEL_KEY as CAPACITY_TYPE,
+    INSTANCE_ACCELERATOR_COUNT_LABEL_KEY as INSTANCE_ACCELERATOR_COUNT,
+    INSTANCE_ACCELERATOR_MANUFACTURER_LABEL_KEY as INSTANCE_ACCELERATOR_MANUFACTURER,
+    INSTANCE_ACCELERATOR_NAME_LABEL_KEY as INSTANCE_ACCELERATOR_NAME,
+    INSTANCE_CAPABILITY_FLEX_LABEL_KEY as INSTANCE_CAPABILITY_FLEX,
+    INSTANCE_CATEGORY_LABEL_KEY as INSTANCE_CATEGORY, INSTANCE_CPU_LABEL_KEY as INSTANCE_CPU,
+    INSTANCE_CPU_MANUFACTURER_LABEL_KEY as INSTANCE_CPU_MANUFACTURER,
+    INSTANCE_CPU_SUSTAINED_CLOCK_SPEED_MHZ_LABEL_KEY as INSTANCE_CPU_SUSTAINED_CLOCK_SPEED_MHZ,
+    INSTANCE_EBS_BANDWIDTH_LABEL_KEY as INSTANCE_EBS_BANDWIDTH,
+    INSTANCE_ENCRYPTION_IN_TRANSIT_SUPPORTED_LABEL_KEY as INSTANCE_ENCRYPTION_IN_TRANSIT_SUPPORTED,
+    INSTANCE_FAMILY_LABEL_KEY as INSTANCE_FAMILY,
+    INSTANCE_GENERATION_LABEL_KEY as INSTANCE_GENERATION,
+    INSTANCE_GPU_COUNT_LABEL_KEY as INSTANCE_GPU_COUNT,
+    INSTANCE_GPU_MANUFACTURER_LABEL_KEY as INSTANCE_GPU_MANUFACTURER,
+    INSTANCE_GPU_MEMORY_LABEL_KEY as INSTANCE_GPU_MEMORY,
+    INSTANCE_GPU_NAME_LABEL_KEY as INSTANCE_GPU_NAME,
+    INSTANCE_HYPERVISOR_LABEL_KEY as INSTANCE_HYPERVISOR,
+    INSTANCE_LOCAL_NVME_LABEL_KEY as INSTANCE_LOCAL_NVME,
+    INSTANCE_MEMORY_LABEL_KEY as INSTANCE_MEMORY,
+    INSTANCE_NETWORK_BANDWIDTH_LABEL_KEY as INSTANCE_NETWORK_BANDWIDTH,
+    INSTANCE_SIZE_LABEL_KEY as INSTANCE_SIZE, INSTANCE_TYPE_LABEL_KEY as INSTANCE_TYPE,
+    OS_LABEL_KEY as OS, REGION_LABEL_KEY as REGION, ZONE_LABEL_KEY as ZONE,
+};
 
 /// Every single-valued label an instance type can carry, in a stable order.
 ///
 /// A type lacking one of these (no GPU, no local NVMe, ...) gets a
 /// `DoesNotExist` requirement for it, so `Exists` selectors exclude it.
-pub const INSTANCE_TYPE_LABEL_KEYS: [&str; 24] = [
+pub const INSTANCE_TYPE_LABEL_KEYS: [&str; 25] = [
     INSTANCE_TYPE,
     ARCH,
     OS,
@@ -94,6 +62,7 @@ pub const INSTANCE_TYPE_LABEL_KEYS: [&str; 24] = [
     INSTANCE_GPU_MEMORY,
     INSTANCE_ACCELERATOR_NAME,
     INSTANCE_ACCELERATOR_MANUFACTURER,
+    INSTANCE_ACCELERATOR_COUNT,
 ];
 
 /// The Kubernetes architecture of an instance type, or `None` for types

@@ -498,5 +498,9 @@ mod tests {
             label(&inf2, labels::INSTANCE_ACCELERATOR_MANUFACTURER).as_deref(),
             Some("aws")
         );
+        assert_eq!(
+            label(&inf2, labels::INSTANCE_ACCELERATOR_COUNT).as_deref(),
+            Some("1")
+        );
     }
 }

@@ -1,5 +1,5 @@
 //! Integration tests, one crate so they link once. Each area adds a module here.
 mod apis;
 mod cli;
-mod simulate;
 mod extensions;
+mod simulate;

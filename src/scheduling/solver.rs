@@ -74,6 +74,10 @@ struct PoolIdx {
     remaining: Res,
     limited: bool,
     scores: Option<Vec<i32>>,
+    /// Per-dimension maximum allocatable over `base_options`.
+    base_max_alloc: Res,
+    /// Whether any instance type has a reserved offering.
+    has_reserved: bool,
 }
 
 struct Reservation {
@@ -240,6 +244,23 @@ fn merged_selector(
     Some(selector)
 }
 
+/// The offering-relevant requirements of a node or claim.
+struct OfferView<'r> {
+    zone: Option<&'r Set>,
+    capacity_type: Option<&'r Set>,
+    reservation: Option<&'r Set>,
+}
+
+impl<'r> OfferView<'r> {
+    fn new(solver: &Solver, reqs: &'r Overlay) -> Self {
+        OfferView {
+            zone: reqs.get(solver.k_zone).map(|r| &r.set),
+            capacity_type: reqs.get(solver.k_ct).map(|r| &r.set),
+            reservation: reqs.get(solver.k_reservation).map(|r| &r.set),
+        }
+    }
+}
+
 struct Solver<'a> {
     input: &'a SchedulerInput,
     keys: Interner,
@@ -398,6 +419,9 @@ impl<'a> Solver<'a> {
                     .map(|t| scores.get(&t.name).copied().unwrap_or(0))
                     .collect()
             });
+            let has_reserved = types
+                .iter()
+                .any(|t| t.offers.iter().any(|o| o.reservation.is_some()));
             let mut pool = PoolIdx {
                 name: spec.name.clone(),
                 reqs,
@@ -409,8 +433,11 @@ impl<'a> Solver<'a> {
                 remaining,
                 limited,
                 scores,
+                base_max_alloc: Vec::new(),
+                has_reserved,
             };
             pool.base_options = self.base_options(&pool);
+            pool.base_max_alloc = self.max_alloc(&pool, &pool.base_options);
             self.pools.push(pool);
         }
     }
@@ -475,37 +502,46 @@ impl<'a> Solver<'a> {
         reqs: &Overlay,
         held: Option<&[usize]>,
     ) -> Option<&'t Offer> {
-        let zone = reqs.get(self.k_zone);
-        let ct = reqs.get(self.k_ct);
-        let reservation = reqs.get(self.k_reservation);
-        let number = |v: &u32| self.values.number(*v);
+        let view = OfferView::new(self, reqs);
         ty.offers
             .iter()
-            .filter(|o| {
-                if !o.available {
-                    return false;
-                }
-                if zone.is_some_and(|z| !z.set.has(&o.zone, &number)) {
-                    return false;
-                }
-                if ct.is_some_and(|c| !c.set.has(&o.capacity_type_value, &number)) {
-                    return false;
-                }
-                match (o.reservation, o.reservation_value) {
-                    (Some(ri), Some(rv)) => {
-                        let usable = match held {
-                            Some(h) => h.contains(&ri),
-                            None => self
-                                .reservations
-                                .get(ri)
-                                .is_some_and(|r| r.held < r.capacity),
-                        };
-                        usable && reservation.is_none_or(|r| r.set.has(&rv, &number))
-                    }
-                    _ => reservation.is_none_or(|r| !positive(r.set.operator())),
-                }
-            })
+            .filter(|o| self.offer_usable(&view, o, held))
             .min_by(|a, b| a.price.total_cmp(&b.price))
+    }
+
+    /// Whether any offering of `ty` is usable under `reqs` (see [`Self::cheapest_offer`]).
+    fn has_offer(&self, ty: &TypeIdx, reqs: &Overlay, held: Option<&[usize]>) -> bool {
+        let view = OfferView::new(self, reqs);
+        ty.offers.iter().any(|o| self.offer_usable(&view, o, held))
+    }
+
+    fn offer_usable(&self, view: &OfferView, o: &Offer, held: Option<&[usize]>) -> bool {
+        let number = |v: &u32| self.values.number(*v);
+        if !o.available {
+            return false;
+        }
+        if view.zone.is_some_and(|z| !z.has(&o.zone, &number)) {
+            return false;
+        }
+        if view
+            .capacity_type
+            .is_some_and(|c| !c.has(&o.capacity_type_value, &number))
+        {
+            return false;
+        }
+        match (o.reservation, o.reservation_value) {
+            (Some(ri), Some(rv)) => {
+                let usable = match held {
+                    Some(h) => h.contains(&ri),
+                    None => self
+                        .reservations
+                        .get(ri)
+                        .is_some_and(|r| r.held < r.capacity),
+                };
+                usable && view.reservation.is_none_or(|r| r.has(&rv, &number))
+            }
+            _ => view.reservation.is_none_or(|r| !positive(r.operator())),
+        }
     }
 
     fn prepare_nodes(&mut self) {
@@ -1081,7 +1117,11 @@ impl<'a> Solver<'a> {
                 dims.join(", ")
             ));
         }
-        let max_alloc = self.max_alloc(pool, &options);
+        let max_alloc = if pool.limited {
+            self.max_alloc(pool, &options)
+        } else {
+            pool.base_max_alloc.clone()
+        };
         Ok(Claim {
             pool: pool_i,
             reqs: pool.reqs.clone(),
@@ -1454,7 +1494,7 @@ impl<'a> Solver<'a> {
                 continue;
             }
             n_reqs += 1;
-            if offers_changed && self.cheapest_offer(ty, &ov, held).is_none() {
+            if offers_changed && !self.has_offer(ty, &ov, held) {
                 continue;
             }
             n_offers += 1;
@@ -1516,6 +1556,9 @@ impl<'a> Solver<'a> {
     /// otherwise reserved capacity is excluded.
     fn pin_reservations(&self, claim: &Claim, commit: &mut Commit) -> Result<(), String> {
         let pool = &self.pools[claim.pool];
+        if !pool.has_reserved {
+            return Ok(());
+        }
         let number = |v: &u32| self.values.number(*v);
         let ov = Overlay {
             base: &claim.reqs,
@@ -1708,9 +1751,10 @@ impl<'a> Solver<'a> {
 
     fn finish(mut self) -> SchedulingResult {
         let claims = std::mem::take(&mut self.claims);
+        let mut cache = OfferCache::new();
         let mut out = Vec::new();
         for claim in claims {
-            match self.finalize(&claim) {
+            match self.finalize(&claim, &mut cache) {
                 Ok(nc) => out.push(nc),
                 Err(reason) => {
                     for pi in &claim.pods {
@@ -1730,15 +1774,47 @@ impl<'a> Solver<'a> {
         }
     }
 
-    fn finalize(&self, claim: &Claim) -> Result<NewNodeClaim, String> {
+    fn finalize(&self, claim: &Claim, cache: &mut OfferCache) -> Result<NewNodeClaim, String> {
         let pool = &self.pools[claim.pool];
         let ov = Overlay::new(&claim.reqs);
+        let view = OfferView::new(self, &ov);
+        let cache_key = claim.held.is_empty().then(|| {
+            (
+                claim.pool,
+                view.zone.cloned(),
+                view.capacity_type.cloned(),
+                view.reservation.cloned(),
+            )
+        });
+        let mut cached = cache_key
+            .as_ref()
+            .and_then(|k| cache.remove(k))
+            .unwrap_or_default();
+        if cached.is_empty() {
+            cached = vec![None; pool.types.len()];
+        }
         let mut ranked: Vec<(i32, f64, u32, &Offer)> = claim
             .options
             .iter()
             .filter_map(|t| {
                 let ty = &pool.types[*t as usize];
-                let offer = self.cheapest_offer(ty, &ov, Some(&claim.held))?;
+                let slot = cached.get_mut(*t as usize)?;
+                let index = match *slot {
+                    Some(index) => index,
+                    None => {
+                        let found = ty
+                            .offers
+                            .iter()
+                            .enumerate()
+                            .filter(|(_, o)| self.offer_usable(&view, o, Some(&claim.held)))
+                            .min_by(|a, b| a.1.price.total_cmp(&b.1.price))
+                            .map(|(i, _)| i as u32)
+                            .unwrap_or(u32::MAX);
+                        *slot = Some(found);
+                        found
+                    }
+                };
+                let offer = ty.offers.get(index as usize)?;
                 let score = pool
                     .scores
                     .as_ref()
@@ -1747,7 +1823,10 @@ impl<'a> Solver<'a> {
                 Some((score, offer.price, *t, offer))
             })
             .collect();
-        ranked.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.total_cmp(&b.1)).then(a.2.cmp(&b.2)));
+        if let Some(key) = cache_key {
+            cache.insert(key, cached);
+        }
+        ranked.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.total_cmp(&b.1)).then(a.2.cmp(&b.2)));
         ranked.truncate(self.input.options.max_instance_types.max(1));
         let truncated: Vec<u32> = ranked.iter().map(|r| r.2).collect();
         self.check_min_values(pool, &ov, &truncated).map_err(|e| {
@@ -1802,6 +1881,11 @@ impl<'a> Solver<'a> {
         })
     }
 }
+
+/// Cheapest usable offering index per instance type (`u32::MAX`: none), per
+/// pool and offering-relevant requirements, shared by claims that hold no
+/// reservation.
+type OfferCache = HashMap<(usize, Option<Set>, Option<Set>, Option<Set>), Vec<Option<u32>>>;
 
 /// Records a placed pod in every group that counts it and every inverse
 /// anti-affinity group it owns.

@@ -1488,6 +1488,7 @@ impl<'a> Solver<'a> {
         };
         let (mut n_reqs, mut n_offers) = (0usize, 0usize);
         let mut options = Vec::with_capacity(claim.options.len());
+        let mut max_alloc = vec![0; total.len()];
         for &t in &claim.options {
             let ty = &pool.types[t as usize];
             if !self.type_compatible(ty, ov.changes.iter()) {
@@ -1500,6 +1501,9 @@ impl<'a> Solver<'a> {
             n_offers += 1;
             if total.iter().zip(&ty.alloc).all(|(need, have)| need <= have) {
                 options.push(t);
+                for (m, a) in max_alloc.iter_mut().zip(&ty.alloc) {
+                    *m = (*m).max(*a);
+                }
             }
         }
         if options.is_empty() {
@@ -1535,6 +1539,7 @@ impl<'a> Solver<'a> {
             max_alloc: Vec::new(),
             held: claim.held.clone(),
         };
+        let options_before_pin = commit.options.len();
         if is_new {
             self.pin_reservations(claim, &mut commit)?;
         }
@@ -1543,8 +1548,8 @@ impl<'a> Solver<'a> {
             changes: commit.changes.clone(),
         };
         self.check_min_values(pool, &reqs_after, &commit.options)?;
-        commit.max_alloc = if commit.options.len() == claim.options.len() {
-            claim.max_alloc.clone()
+        commit.max_alloc = if commit.options.len() == options_before_pin {
+            max_alloc
         } else {
             self.max_alloc(pool, &commit.options)
         };

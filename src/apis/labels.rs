@@ -163,7 +163,9 @@ pub const AWS_ALLOWED_LABEL_KEYS: &[&str] = &[
     PLACEMENT_GROUP_PARTITION_LABEL_KEY,
 ];
 
-/// Well-known label keys the scheduler understands (core + AWS).
+/// Well-known label keys the scheduler understands (core + AWS, as in Karpenter
+/// v1.14.1 plus `nitro-sandbox`). `karpenter.k8s.aws/ec2nodeclass` is not one:
+/// the CRD rules let it through, Karpenter's runtime validation does not.
 pub const WELL_KNOWN_LABELS: &[&str] = &[
     NODE_POOL_LABEL_KEY,
     CAPACITY_TYPE_LABEL_KEY,
@@ -178,7 +180,6 @@ pub const WELL_KNOWN_LABELS: &[&str] = &[
     CAPACITY_RESERVATION_TYPE_LABEL_KEY,
     CAPACITY_RESERVATION_ID_LABEL_KEY,
     CAPACITY_RESERVATION_INTERRUPTIBLE_LABEL_KEY,
-    EC2_NODE_CLASS_LABEL_KEY,
     INSTANCE_ENCRYPTION_IN_TRANSIT_SUPPORTED_LABEL_KEY,
     NITRO_SANDBOX_LABEL_KEY,
     INSTANCE_CATEGORY_LABEL_KEY,
@@ -204,6 +205,28 @@ pub const WELL_KNOWN_LABELS: &[&str] = &[
     PLACEMENT_GROUP_ID_LABEL_KEY,
     PLACEMENT_GROUP_PARTITION_LABEL_KEY,
 ];
+
+/// Well-known keys whose values are a closed set, and that set: a requirement
+/// `In` on them must name at least one of these values.
+pub const WELL_KNOWN_VALUES: &[(&str, &[&str])] = &[
+    (
+        CAPACITY_TYPE_LABEL_KEY,
+        &[
+            CAPACITY_TYPE_ON_DEMAND,
+            CAPACITY_TYPE_SPOT,
+            CAPACITY_TYPE_RESERVED,
+        ],
+    ),
+    (INSTANCE_TENANCY_LABEL_KEY, &["default", "dedicated"]),
+];
+
+/// The closed value set of a well-known key, if it has one.
+pub fn well_known_values(key: &str) -> Option<&'static [&'static str]> {
+    WELL_KNOWN_VALUES
+        .iter()
+        .find(|(known, _)| *known == key)
+        .map(|(_, values)| *values)
+}
 
 /// Label domains users may not set (except the well-known keys inside them).
 pub const RESTRICTED_LABEL_DOMAINS: &[&str] = &[GROUP, AWS_GROUP];
@@ -243,9 +266,12 @@ pub fn is_restricted_label(key: &str) -> bool {
         return true;
     }
     match label_domain(key) {
-        Some(domain) => RESTRICTED_LABEL_DOMAINS
-            .iter()
-            .any(|restricted| domain.ends_with(restricted)),
+        Some(domain) => RESTRICTED_LABEL_DOMAINS.iter().any(|restricted| {
+            domain == *restricted
+                || domain
+                    .strip_suffix(restricted)
+                    .is_some_and(|prefix| prefix.ends_with('.'))
+        }),
         None => false,
     }
 }
@@ -322,6 +348,13 @@ mod tests {
         assert!(!is_restricted_label("karpenter.k8s.aws/instance-family"));
         assert!(!is_restricted_label("example.com/team"));
         assert!(!is_restricted_label("team"));
+        assert!(!is_restricted_label("notkarpenter.sh/foo"));
+        assert!(is_restricted_label("karpenter.k8s.aws/ec2nodeclass"));
+        assert_eq!(
+            well_known_values(CAPACITY_TYPE_LABEL_KEY).map(<[_]>::len),
+            Some(3)
+        );
+        assert_eq!(well_known_values(ZONE_LABEL_KEY), None);
     }
 
     #[test]

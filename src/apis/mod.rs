@@ -4,6 +4,8 @@
 //! The types are field-for-field compatible with the Karpenter v1.14.1 AWS
 //! provider, so manifests written for Karpenter v1.0 or later apply unchanged.
 
+#![warn(missing_docs)]
+
 pub mod conditions;
 pub mod crds;
 pub mod duration;
@@ -15,6 +17,7 @@ pub mod nodeclaim;
 pub mod nodepool;
 pub mod requirements;
 pub mod schema;
+pub mod validation;
 
 pub use conditions::{Condition, ConditionStatus};
 pub use duration::NillableDuration;

@@ -905,3 +905,24 @@ fn extension_rules_reject_bad_manifests() {
     );
 }
 
+/// The NodePool examples also pass Karpenter's runtime validation, and so do
+/// the NodeClaim example's requirements.
+#[test]
+fn examples_pass_runtime_validation() {
+    use nodewright::apis::validation::{validate_node_pool, validate_requirement};
+    for (file, document) in example_documents() {
+        match parse_value(0, document).unwrap() {
+            Manifest::NodePool(pool) => {
+                assert_eq!(validate_node_pool(&pool.spec), Ok(()), "{file}");
+            }
+            Manifest::NodeClaim(claim) => {
+                for (i, requirement) in claim.spec.requirements.iter().enumerate() {
+                    let errors =
+                        validate_requirement(requirement, &format!("spec.requirements[{i}]"));
+                    assert!(errors.is_empty(), "{file}: {errors:?}");
+                }
+            }
+            _ => {}
+        }
+    }
+}

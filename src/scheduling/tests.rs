@@ -785,7 +785,88 @@ fn nodes_without_the_topology_label_are_not_spread_domains() {
     let result = Scheduler::new(input).solve();
     assert_eq!(
         result.existing_node_placements,
-        vec![ExistingPlacement { pod: "default/plain".into(), node: "bare".into() }]
+        vec![ExistingPlacement {
+            pod: "default/plain".into(),
+            node: "bare".into()
+        }]
     );
     assert!(claim_of(&result, "s").zone.starts_with("test-zone-"));
+}
+
+fn spread_pods(n: usize, constraint: &TopologySpreadConstraint) -> Vec<Pod> {
+    (0..n)
+        .map(|i| {
+            let mut p = pod(&format!("s-{i}"), 100, 0).with_label("app", "s");
+            p.topology_spread = vec![constraint.clone()];
+            p
+        })
+        .collect()
+}
+
+#[test]
+fn min_domains_caps_pods_per_zone_when_domains_are_too_few() {
+    let plain = spread(labels::ZONE, "s");
+    let result = solve(vec![pool("default", 4)], spread_pods(4, &plain));
+    assert!(result.errors.is_empty(), "{:?}", result.errors);
+    let with_min = TopologySpreadConstraint {
+        min_domains: Some(5),
+        ..plain
+    };
+    let result = solve(vec![pool("default", 4)], spread_pods(4, &with_min));
+    // Only 3 zones exist, so the global minimum counts as 0: one pod per zone.
+    assert_eq!(result.errors.len(), 1, "{:?}", result.new_node_claims);
+    assert!(result.errors[0].reason.contains("topology spread"));
+}
+
+#[test]
+fn schedule_anyway_is_relaxed_and_node_affinity_policy_ignore_counts_all_zones() {
+    let hard = TopologySpreadConstraint {
+        node_affinity_policy: NodeInclusionPolicy::Ignore,
+        ..spread(labels::ZONE, "s")
+    };
+    let pinned = |c: &TopologySpreadConstraint| -> Vec<Pod> {
+        spread_pods(2, c)
+            .into_iter()
+            .map(|mut p| {
+                p.node_selector
+                    .insert(labels::ZONE.into(), "test-zone-1".into());
+                p
+            })
+            .collect()
+    };
+    // Ignore: zones 2 and 3 count with 0 pods, so a second pod in zone 1 breaks maxSkew.
+    let result = solve(vec![pool("default", 4)], pinned(&hard));
+    assert_eq!(result.errors.len(), 1);
+    // Honor (default): only zone 1 is eligible for these pods, so both fit.
+    let honor = spread(labels::ZONE, "s");
+    let result = solve(vec![pool("default", 4)], pinned(&honor));
+    assert!(result.errors.is_empty(), "{:?}", result.errors);
+    // ScheduleAnyway: the constraint is relaxed instead of failing.
+    let soft = TopologySpreadConstraint {
+        when_unsatisfiable: WhenUnsatisfiable::ScheduleAnyway,
+        ..hard
+    };
+    let result = solve(vec![pool("default", 4)], pinned(&soft));
+    assert!(result.errors.is_empty(), "{:?}", result.errors);
+}
+
+#[test]
+fn match_label_keys_split_spread_groups_by_label_value() {
+    let mut constraint = spread(labels::HOSTNAME, "s");
+    constraint.match_label_keys = vec!["rev".into()];
+    let pods: Vec<Pod> = spread_pods(2, &constraint)
+        .into_iter()
+        .enumerate()
+        .map(|(i, p)| p.with_label("rev", &i.to_string()))
+        .collect();
+    // Different revisions are counted separately, so both share one node.
+    let result = solve(vec![pool("default", 4)], pods);
+    assert!(result.errors.is_empty());
+    assert_eq!(result.new_node_claims.len(), 1);
+    // Without matchLabelKeys, maxSkew 1 on hostname puts them on separate nodes.
+    let result = solve(
+        vec![pool("default", 4)],
+        spread_pods(2, &spread(labels::HOSTNAME, "s")),
+    );
+    assert_eq!(result.new_node_claims.len(), 2);
 }

@@ -7,12 +7,12 @@
 #[path = "../tests/support/catalog.rs"]
 mod catalog;
 
-use std::path::PathBuf;
+use std::{path::PathBuf, time::Duration};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use nodewright_filter::{Context, InstanceFilter, PriorityScorer};
 use nodewright_host::harness::build_component;
-use nodewright_host::{Host, HostConfig, InstanceTypeSet, ModuleRef, Role, sha256_hex};
+use nodewright_host::{Host, HostConfig, InstanceTypeSet, Limits, ModuleRef, Role, sha256_hex};
 
 fn component(crate_dir: &str) -> (ModuleRef, String) {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -45,12 +45,20 @@ fn bench(c: &mut Criterion) {
 
     let (filter_src, filter_pin) = component("examples/drop-burstable");
     let (scorer_src, scorer_pin) = component("flex-first");
+    // Speed is measured here, not the deadline: on a busy machine a call can
+    // be descheduled past the 100 ms default.
+    let relaxed = Limits {
+        timeout: Duration::from_secs(10),
+        ..Limits::default()
+    };
     let filter = host
         .load(Role::InstanceFilter, &filter_src, Some(&filter_pin))
-        .unwrap();
+        .unwrap()
+        .with_limits(relaxed);
     let scorer = host
         .load(Role::PriorityScorer, &scorer_src, Some(&scorer_pin))
-        .unwrap();
+        .unwrap()
+        .with_limits(relaxed);
     assert_eq!(
         filter.filter(&ctx, &set).unwrap(),
         nodewright_example_drop_burstable::DropBurstable

@@ -16,7 +16,7 @@ use std::{
 
 use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, HasSelf, Linker};
-use wasmtime::{Config, Engine};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use crate::bindings::{filter, host_iface, scorer, selector};
 use crate::digest::{Sha256Hasher, hex, normalize_pin, sha256_hex};
@@ -24,12 +24,20 @@ use crate::module::{Builtin, LoadedModule, RolePre, WasmModule};
 use crate::sandbox::{CallState, forbidden_imports};
 use crate::{LoadError, ModuleRef, Role};
 
+/// Largest linear memory a pooled slot can hold; per-module `Limits` cap
+/// below it.
+const MAX_POOLED_MEMORY: usize = 1 << 30;
+/// Memory reset with `memset` (kept mapped) rather than `madvise` after a
+/// call.
+const KEEP_RESIDENT_BYTES: usize = 16 * 1024 * 1024;
+
 /// Per-module resource limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// Wall-clock deadline of one call (instantiation included).
     pub timeout: Duration,
-    /// Most linear memory a component may grow to, bytes.
+    /// Most linear memory a component may grow to, bytes (at most 1 GiB, the
+    /// size of a pooled memory slot).
     pub memory_bytes: usize,
 }
 
@@ -55,6 +63,11 @@ pub struct HostConfig {
     pub epoch_tick: Duration,
     /// Most compiled components kept in memory.
     pub memory_cache_entries: u64,
+    /// Most calls running at once across all modules. Instances come from a
+    /// pre-reserved pool of this many slots whose memory stays mapped
+    /// between calls (a fresh memory per call spent a fifth of the call in
+    /// page faults); a call beyond the limit fails with a trap error.
+    pub concurrent_calls: u32,
 }
 
 impl Default for HostConfig {
@@ -64,6 +77,7 @@ impl Default for HostConfig {
             default_limits: Limits::default(),
             epoch_tick: Duration::from_millis(5),
             memory_cache_entries: 128,
+            concurrent_calls: 32,
         }
     }
 }
@@ -116,6 +130,18 @@ impl Host {
         let mut wasm_config = Config::new();
         wasm_config.wasm_component_model(true);
         wasm_config.epoch_interruption(true);
+        let slots = config.concurrent_calls.max(1);
+        let mut pool = PoolingAllocationConfig::new();
+        pool.total_component_instances(slots)
+            // A Rust component holds a handful of core instances, memories
+            // and tables (the module plus the canonical-ABI shims).
+            .total_core_instances(slots.saturating_mul(8))
+            .total_memories(slots.saturating_mul(2))
+            .total_tables(slots.saturating_mul(8))
+            .max_memory_size(config.default_limits.memory_bytes.max(MAX_POOLED_MEMORY))
+            .linear_memory_keep_resident(KEEP_RESIDENT_BYTES)
+            .table_keep_resident(64 * 1024);
+        wasm_config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine = Engine::new(&wasm_config).map_err(|e| HostError::Engine(format!("{e:#}")))?;
 
         let mut linker: Linker<CallState> = Linker::new(&engine);

@@ -17,10 +17,17 @@ fn component(name: &str) -> PathBuf {
     harness::build_component(&dir).unwrap()
 }
 
+/// Loads a test component with a deadline generous enough for an
+/// unoptimised build on a busy machine; the timeout test sets its own.
 fn load(host: &Host, role: Role, name: &str) -> LoadedModule {
     let path = component(name);
     let pin = sha256_hex(&std::fs::read(&path).unwrap());
-    host.load(role, &ModuleRef::Path(path), Some(&pin)).unwrap()
+    host.load(role, &ModuleRef::Path(path), Some(&pin))
+        .unwrap()
+        .with_limits(Limits {
+            timeout: Duration::from_secs(5),
+            ..Limits::default()
+        })
 }
 
 fn ctx(mode: &str) -> Context {

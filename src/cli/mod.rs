@@ -2,6 +2,7 @@
 
 mod catalog;
 mod crds;
+mod filter;
 mod simulate;
 mod table;
 
@@ -29,6 +30,8 @@ enum Command {
     Crds(crds::CrdsArgs),
     /// Run one provisioning round on YAML manifests and print the plan.
     Simulate(simulate::SimulateArgs),
+    /// Test an extension component against the catalog, or scaffold a new one.
+    Filter(filter::FilterArgs),
 }
 
 /// A failed command: printed as one line, exit code 1.
@@ -41,6 +44,7 @@ pub fn main() -> ExitCode {
         Command::Catalog(args) => catalog::run(&args),
         Command::Crds(args) => crds::run(&args),
         Command::Simulate(args) => simulate::run(&args),
+        Command::Filter(args) => filter::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -7,11 +7,14 @@ use std::{
 };
 
 use clap::{Args, Subcommand, ValueEnum};
-use nodewright_host::harness::{Harness, ami, it};
-use nodewright_host::sdk::{Ami, AmiState, Architecture, CapacityType, Context, InstanceTypeInfo};
+use nodewright_host::harness::{Harness, ami};
+use nodewright_host::sdk::{Ami, AmiState, Architecture, Context, InstanceTypeInfo};
 use nodewright_host::{ModuleRef, Role};
 
 use super::{CliError, emit};
+use crate::aws::catalog::Catalog;
+use crate::aws::instance_types::{ResolverSettings, resolve_all};
+use crate::extensions::filter_records;
 
 /// Arguments of `nodewright filter`.
 #[derive(Debug, Args)]
@@ -41,10 +44,15 @@ struct TestArgs {
     #[arg(long, default_value = "{}")]
     config: String,
     /// JSON file with the candidates: an array of instance types (filters,
-    /// scorers) or AMIs (selectors) in the SDK's serde shape. Without it a
-    /// built-in sample set is used.
+    /// scorers) or AMIs (selectors) in the SDK's serde shape. Without it,
+    /// filters and scorers get every instance type of the embedded catalog
+    /// and selectors a sample set of AMIs (pending, failed, deprecated, both
+    /// architectures).
     #[arg(long, value_name = "FILE")]
     candidates: Option<PathBuf>,
+    /// Region of the embedded catalog used when no candidates file is given.
+    #[arg(long, default_value = "us-east-1")]
+    region: String,
     /// Per-call deadline in milliseconds.
     #[arg(long, default_value_t = 100)]
     timeout_ms: u64,
@@ -141,7 +149,7 @@ fn test(args: &TestArgs) -> Result<(), CliError> {
     );
     match role {
         Role::InstanceFilter => {
-            let types = instance_types(args.candidates.as_deref())?;
+            let types = instance_types(args.candidates.as_deref(), &args.region)?;
             let r = harness.filter(&types)?;
             out.push_str(&format!(
                 "call: {:.2?} for {} candidates\n",
@@ -156,7 +164,7 @@ fn test(args: &TestArgs) -> Result<(), CliError> {
             push_logs(&mut out, &r.report);
         }
         Role::PriorityScorer => {
-            let types = instance_types(args.candidates.as_deref())?;
+            let types = instance_types(args.candidates.as_deref(), &args.region)?;
             let r = harness.score(&types)?;
             out.push_str(&format!(
                 "call: {:.2?} for {} candidates\n",
@@ -212,46 +220,15 @@ fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, FilterCli
     serde_json::from_str(&text).map_err(|e| fail(e.to_string()))
 }
 
-fn instance_types(path: Option<&Path>) -> Result<Vec<InstanceTypeInfo>, FilterCliError> {
+/// The candidates: the given JSON file, else every launchable instance type
+/// of the embedded catalog for `region`, as the controller would pass them.
+fn instance_types(path: Option<&Path>, region: &str) -> Result<Vec<InstanceTypeInfo>, CliError> {
     if let Some(path) = path {
-        return read_json(path);
+        return Ok(read_json(path)?);
     }
-    Ok(vec![
-        it("t3.large").shape(2, 8).price(0.0832).build(),
-        it("t4g.medium").shape(2, 4).price(0.0336).build(),
-        it("m4.large")
-            .shape(2, 8)
-            .price(0.10)
-            .previous_generation()
-            .build(),
-        it("m5.large").shape(2, 8).price(0.096).build(),
-        it("m7i.large").shape(2, 8).price(0.1008).build(),
-        it("m7i-flex.large").shape(2, 8).price(0.0958).build(),
-        it("m7a.large").shape(2, 8).price(0.1159).build(),
-        it("m7g.large").shape(2, 8).price(0.0816).build(),
-        it("c7g.xlarge").shape(4, 8).price(0.145).build(),
-        it("c7i-flex.xlarge")
-            .shape(4, 8)
-            .price(0.1696)
-            .offering("us-east-1b", CapacityType::Spot, 0.07, true)
-            .build(),
-        it("r7g.2xlarge").shape(8, 64).price(0.4284).build(),
-        it("g4dn.xlarge")
-            .shape(4, 16)
-            .price(0.526)
-            .gpu("t4", "nvidia", 1, 16)
-            .build(),
-        it("g5.xlarge")
-            .shape(4, 16)
-            .price(1.006)
-            .gpu("a10g", "nvidia", 1, 24)
-            .build(),
-        it("p4d.24xlarge")
-            .shape(96, 1152)
-            .price(32.7726)
-            .gpu("a100", "nvidia", 8, 40)
-            .build(),
-    ])
+    let catalog = Catalog::embedded(region)?;
+    let types = resolve_all(&catalog, &ResolverSettings::default())?;
+    Ok(filter_records(&catalog, &types).types().to_vec())
 }
 
 fn amis(path: Option<&Path>) -> Result<Vec<Ami>, FilterCliError> {

@@ -164,3 +164,82 @@ fn tempdir() -> std::path::PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+#[test]
+fn filter_test_runs_a_builtin_over_the_catalog() {
+    let out = nodewright(&[
+        "filter",
+        "test",
+        "builtin:flex-first",
+        "--role",
+        "priority-scorer",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let first = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("1. "))
+        .unwrap_or_default();
+    assert!(first.contains("-flex."), "{text}");
+    let candidates: usize = text
+        .lines()
+        .find_map(|l| l.strip_prefix("call: "))
+        .and_then(|l| l.split(" for ").nth(1))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(candidates > 1300, "{text}");
+}
+
+/// The steps of docs/authoring-filters.md on a scaffolded crate: `filter new`,
+/// build the component, run it with `filter test`.
+#[test]
+fn a_scaffolded_filter_builds_and_runs_in_the_sandbox() {
+    let dir = tempdir();
+    let out = Command::new(env!("CARGO_BIN_EXE_nodewright"))
+        .args([
+            "filter",
+            "new",
+            "max-vcpu",
+            "--nodewright",
+            env!("CARGO_MANIFEST_DIR"),
+        ])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let crate_dir = dir.join("max-vcpu");
+    let wasm = nodewright_host::harness::build_component(&crate_dir).unwrap();
+    let out = nodewright(&[
+        "filter",
+        "test",
+        wasm.to_str().unwrap(),
+        "--role",
+        "instance-filter",
+        "--config",
+        r#"{"maxVcpu": 8}"#,
+        "--timeout-ms",
+        "5000",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("m5.large"), "{text}");
+    assert!(
+        text.contains("m5.24xlarge: m5.24xlarge has 96 vCPUs, more than 8"),
+        "{text}"
+    );
+    // A config the component rejects is reported, not a crash.
+    let out = nodewright(&[
+        "filter",
+        "test",
+        wasm.to_str().unwrap(),
+        "--role",
+        "instance-filter",
+        "--config",
+        r#"{"maxVcpus": 8}"#,
+        "--timeout-ms",
+        "5000",
+    ]);
+    assert_one_line_error(&out, "maxVcpus");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

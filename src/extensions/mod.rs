@@ -155,6 +155,11 @@ impl Extensions {
         if let Some(hit) = self.cache.lock().ok().and_then(|c| c.get(&key).cloned()) {
             return hit;
         }
+        // Informational for filters and scorers; their results are cached
+        // per catalog version whatever the time.
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
         let context = |config: &serde_json::Value| nodewright_filter::Context {
             node_pool: node_pool.to_string(),
             node_class: class_name.clone(),
@@ -164,7 +169,7 @@ impl Extensions {
             } else {
                 config.to_string()
             },
-            now: 0,
+            now,
         };
         let mut outcome = Outcome {
             instance_types,

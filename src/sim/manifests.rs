@@ -211,13 +211,19 @@ fn with_default_namespace(mut pod: Pod) -> Pod {
     pod
 }
 
-fn typed<T: DeserializeOwned>(
-    location: &str,
-    value: serde_yaml::Value,
-) -> Result<T, ManifestError> {
-    serde_yaml::from_value(value).map_err(|e| ManifestError::Invalid {
-        location: location.to_string(),
-        message: e.to_string(),
+/// Deserializes one document, naming the offending field in errors.
+fn typed<T: DeserializeOwned>(location: &str, value: serde_yaml::Value) -> Result<T, ManifestError> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        let message = e.into_inner().to_string();
+        ManifestError::Invalid {
+            location: location.to_string(),
+            message: if path == "." {
+                message
+            } else {
+                format!("{path}: {message}")
+            },
+        }
     })
 }
 

@@ -212,7 +212,10 @@ fn with_default_namespace(mut pod: Pod) -> Pod {
 }
 
 /// Deserializes one document, naming the offending field in errors.
-fn typed<T: DeserializeOwned>(location: &str, value: serde_yaml::Value) -> Result<T, ManifestError> {
+fn typed<T: DeserializeOwned>(
+    location: &str,
+    value: serde_yaml::Value,
+) -> Result<T, ManifestError> {
     serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
         let message = e.into_inner().to_string();

@@ -1,26 +1,13 @@
 //! Well-known and restricted label keys as Karpenter v1 defines them, so that
 //! compatibility checks treat provider labels the same way Karpenter does.
 
-/// Zone label every node carries.
-pub const ZONE: &str = "topology.kubernetes.io/zone";
-/// Region label.
-pub const REGION: &str = "topology.kubernetes.io/region";
-/// Instance type label.
-pub const INSTANCE_TYPE: &str = "node.kubernetes.io/instance-type";
-/// CPU architecture label.
-pub const ARCH: &str = "kubernetes.io/arch";
-/// Operating system label.
-pub const OS: &str = "kubernetes.io/os";
-/// Windows build label.
-pub const WINDOWS_BUILD: &str = "node.kubernetes.io/windows-build";
-/// Hostname label; unique per node, restricted in NodePools.
-pub const HOSTNAME: &str = "kubernetes.io/hostname";
-/// Capacity type label (`on-demand`, `spot`, `reserved`).
-pub const CAPACITY_TYPE: &str = "karpenter.sh/capacity-type";
-/// The NodePool a node belongs to.
-pub const NODE_POOL: &str = "karpenter.sh/nodepool";
-/// Capacity reservation id label (AWS).
-pub const CAPACITY_RESERVATION_ID: &str = "karpenter.k8s.aws/capacity-reservation-id";
+// Short names for the label keys defined in `crate::apis::labels`.
+pub use crate::apis::labels::{
+    ARCH_LABEL_KEY as ARCH, CAPACITY_RESERVATION_ID_LABEL_KEY as CAPACITY_RESERVATION_ID,
+    CAPACITY_TYPE_LABEL_KEY as CAPACITY_TYPE, HOSTNAME_LABEL_KEY as HOSTNAME,
+    INSTANCE_TYPE_LABEL_KEY as INSTANCE_TYPE, NODE_POOL_LABEL_KEY as NODE_POOL, OS_LABEL_KEY as OS,
+    REGION_LABEL_KEY as REGION, WINDOWS_BUILD_LABEL_KEY as WINDOWS_BUILD, ZONE_LABEL_KEY as ZONE,
+};
 
 /// Labels whose absence from a NodePool does not make a pod requirement on
 /// them incompatible: the instance types supply their values.
@@ -92,14 +79,7 @@ pub fn is_restricted(key: &str) -> bool {
 /// Maps deprecated beta label keys to their stable names
 /// (Karpenter's `NormalizedLabels`).
 pub fn normalize(key: &str) -> &str {
-    match key {
-        "failure-domain.beta.kubernetes.io/zone" => ZONE,
-        "failure-domain.beta.kubernetes.io/region" => REGION,
-        "beta.kubernetes.io/arch" => ARCH,
-        "beta.kubernetes.io/os" => OS,
-        "beta.kubernetes.io/instance-type" => INSTANCE_TYPE,
-        other => other,
-    }
+    crate::apis::labels::normalize_label(key)
 }
 
 #[cfg(test)]

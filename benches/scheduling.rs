@@ -17,6 +17,8 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
+use nodewright::aws::catalog::Catalog;
+use nodewright::aws::instance_types::{ResolverSettings, resolve_all};
 use nodewright::scheduling::{
     CapacityType, InstanceType, LabelSelector, NodePoolSpec, Offering, Operator, Overhead, Pod,
     PodAffinityTerm, Requirement, Requirements, Resources, Scheduler, SchedulerInput,
@@ -262,7 +264,39 @@ fn bench_preferences(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_diverse, bench_preferences);
+/// The instance types of the embedded us-east-1 catalog, resolved for an
+/// EC2NodeClass with default settings.
+fn us_east_1_instance_types() -> Vec<InstanceType> {
+    let catalog = Catalog::embedded("us-east-1").expect("the embedded catalog decodes");
+    resolve_all(&catalog, &ResolverSettings::default()).expect("default settings resolve")
+}
+
+/// The diverse workload against the real us-east-1 catalog (~1,400 types,
+/// six zones, on-demand and spot) instead of the 400 fake types.
+fn bench_catalog(c: &mut Criterion) {
+    let types = us_east_1_instance_types();
+    let mut group = c.benchmark_group("diverse-us-east-1");
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(5));
+    for &n in &[100, 2000, 20000] {
+        let input = diverse_input(types.clone(), make_diverse_pods(n));
+        let result = Scheduler::new(input.clone()).solve();
+        check(&result, &format!("diverse-us-east-1/{n}"));
+        println!(
+            "diverse-us-east-1/{n}: {} nodes created, {} errors",
+            result.new_node_claims.len(),
+            result.errors.len()
+        );
+        group.throughput(Throughput::Elements(n as u64));
+        let scheduler = Scheduler::new(input);
+        group.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
+            b.iter(|| black_box(scheduler.solve()))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench_diverse, bench_preferences, bench_catalog);
 
 fn main() {
     if let Ok(what) = std::env::var("NODEWRIGHT_BENCH_ONCE") {
@@ -271,6 +305,15 @@ fn main() {
                 let mut input = diverse_input(fake_instance_types(400), make_preference_pods(4000));
                 input.options.ignore_preferences = what == "preferences-ignore";
                 (4000, input)
+            }
+            other if other.starts_with("us-east-1:") => {
+                let n = other["us-east-1:".len()..]
+                    .parse::<usize>()
+                    .unwrap_or(20000);
+                (
+                    n,
+                    diverse_input(us_east_1_instance_types(), make_diverse_pods(n)),
+                )
             }
             other => {
                 let n = other.parse::<usize>().unwrap_or(20000);

@@ -113,12 +113,22 @@ pub fn simulate(options: &SimulateOptions) -> Result<Plan, SimulateError> {
     let manifests = Manifests::load(&options.paths)?;
     let catalog = Catalog::embedded(&options.region)?;
     let extensions = Extensions::new(HostConfig::default())?;
-    let prepared = scheduler_input(
+    plan(
         &manifests,
         &catalog,
         &extensions,
         options.ignore_preferences,
-    )?;
+    )
+}
+
+/// Plans one provisioning round for manifests already read.
+pub fn plan(
+    manifests: &Manifests,
+    catalog: &Catalog,
+    extensions: &Extensions,
+    ignore_preferences: bool,
+) -> Result<Plan, SimulateError> {
+    let prepared = scheduler_input(manifests, catalog, extensions, ignore_preferences)?;
     let pools: BTreeMap<String, Vec<InstanceType>> = prepared
         .input
         .node_pools

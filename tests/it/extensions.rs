@@ -1,7 +1,7 @@
 //! EC2NodeClass extensions wired into instance-type resolution: defaults,
 //! failure policies and what `simulate` reports about them.
 
-use nodewright::sim::{Manifests, Plan, scheduler_input};
+use nodewright::sim::{Manifests, Plan};
 use nodewright::{aws::catalog::Catalog, extensions::Extensions};
 use nodewright_host::HostConfig;
 
@@ -62,17 +62,7 @@ fn plan(yaml: &str) -> Plan {
     manifests.add_yaml("test.yaml", yaml).unwrap();
     let catalog = Catalog::embedded("us-east-1").unwrap();
     let extensions = Extensions::new(HostConfig::default()).unwrap();
-    let prepared = scheduler_input(&manifests, &catalog, &extensions, false).unwrap();
-    let pools = prepared
-        .input
-        .node_pools
-        .iter()
-        .map(|p| (p.name.clone(), p.instance_types.clone()))
-        .collect();
-    let result = nodewright::scheduling::Scheduler::new(prepared.input).solve();
-    let mut plan = Plan::new("us-east-1", &result, &pools, 0.0);
-    plan.extensions = prepared.extensions;
-    plan
+    nodewright::sim::plan(&manifests, &catalog, &extensions, false).unwrap()
 }
 
 #[test]

@@ -1,4 +1,5 @@
-//! Loads the real EC2 test catalog (`testdata/`) into SDK instance types:
+//! Loads the real EC2 catalog nodewright embeds (`src/aws/catalog/data/`)
+//! into SDK instance types:
 //! the types offered in us-east-1 that have an on-demand price, with one
 //! on-demand and one spot offering per zone (spot at 40% of on-demand, an
 //! assumption for tests).
@@ -14,7 +15,7 @@ use serde_json::Value;
 
 fn read_gz(name: &str) -> Value {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("testdata")
+        .join("../../src/aws/catalog/data")
         .join(name);
     let file = std::fs::File::open(&path).unwrap();
     let mut text = String::new();

@@ -28,6 +28,23 @@ pub enum Operator {
     Lte,
 }
 
+impl From<crate::apis::RequirementOperator> for Operator {
+    /// The algebra's operator for a NodePool/NodeClaim requirement's operator.
+    fn from(operator: crate::apis::RequirementOperator) -> Self {
+        use crate::apis::RequirementOperator as Api;
+        match operator {
+            Api::In => Operator::In,
+            Api::NotIn => Operator::NotIn,
+            Api::Exists => Operator::Exists,
+            Api::DoesNotExist => Operator::DoesNotExist,
+            Api::Gt => Operator::Gt,
+            Api::Lt => Operator::Lt,
+            Api::Gte => Operator::Gte,
+            Api::Lte => Operator::Lte,
+        }
+    }
+}
+
 impl Operator {
     /// Parses the Kubernetes spelling (`In`, `NotIn`, ...).
     pub fn parse(text: &str) -> Result<Self, RequirementError> {

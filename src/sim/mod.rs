@@ -18,8 +18,8 @@ use crate::aws::catalog::{Catalog, CatalogError};
 use crate::aws::instance_types::{ResolveError, ResolverSettings, resolve_all};
 use crate::extensions::Extensions;
 use crate::scheduling::{
-    InstanceType, Operator, Requirement, RequirementError, Requirements, Resources, Scheduler,
-    SchedulerInput, SchedulerOptions, convert,
+    InstanceType, Operator, Requirement, Requirements, Resources, Scheduler, SchedulerInput,
+    SchedulerOptions, convert,
 };
 use nodewright_host::{HostConfig, HostError};
 
@@ -285,8 +285,7 @@ pub fn node_pool_spec(
     let mut requirements = Requirements::new();
     for (i, r) in template.spec.requirements.iter().enumerate() {
         let field = format!("spec.template.spec.requirements[{i}]");
-        let operator = Operator::parse(r.operator.as_str())
-            .map_err(|e: RequirementError| invalid(field.clone(), e.to_string()))?;
+        let operator = Operator::from(r.operator);
         let values: Vec<&str> = r.values().iter().map(String::as_str).collect();
         let mut requirement = Requirement::new(&r.key, operator, &values)
             .map_err(|e| invalid(field.clone(), e.to_string()))?;

@@ -93,9 +93,11 @@ impl Default for SchedulerOptions {
 pub struct SchedulerInput {
     /// NodePools (any order; tried by descending weight).
     pub node_pools: Vec<NodePoolSpec>,
-    /// Ready nodes, tried first.
+    /// Nodes in the cluster. With `in_flight`, tried before any new
+    /// NodeClaim in Karpenter's order: initialized nodes first, then by name.
     pub existing_nodes: Vec<ExistingNode>,
-    /// Launched NodeClaims not yet ready, tried after existing nodes.
+    /// Launched NodeClaims that are not nodes yet (never initialized), tried
+    /// with `existing_nodes` in the order described there.
     pub in_flight: Vec<ExistingNode>,
     /// Pending pods to place.
     pub pods: Vec<Pod>,

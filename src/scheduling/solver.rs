@@ -3,15 +3,15 @@
 //! from the heaviest NodePool that can take it, relaxing preferences the way
 //! Karpenter does when nothing fits.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use super::index::{
     DIM_PODS, Interner, Req, Reqs, Res, ResourceNames, Set, add_into, export_reqs, fits_sum,
     intern_reqs, shortfall,
 };
 use super::input::{
-    ExistingPlacement, InstanceTypeOption, MinValuesPolicy, NewNodeClaim, PodError, SchedulerInput,
-    SchedulingResult,
+    ExistingNode, ExistingPlacement, InstanceTypeOption, MinValuesPolicy, NewNodeClaim, PodError,
+    SchedulerInput, SchedulingResult,
 };
 use super::instance_type::CapacityType;
 use super::labels;
@@ -280,9 +280,13 @@ struct Solver<'a> {
     pods: Vec<PodP>,
     groups: Vec<Group>,
     universe: HashMap<u32, Vec<u32>>,
-    /// For each hostname anti-affinity group: claims (ascending) holding no
-    /// pod it selects, so pods repelling each other skip full claims quickly.
-    anti_free: HashMap<u32, Vec<u32>>,
+    /// Claims created in this solve as `(pod count, index)`: Karpenter tries
+    /// the one with the fewest pods first (ties in creation order).
+    claim_order: BTreeSet<(u32, u32)>,
+    /// For each hostname anti-affinity group: the claims of `claim_order`
+    /// holding no pod it selects, so pods repelling each other skip full
+    /// claims quickly.
+    anti_free: HashMap<u32, BTreeSet<(u32, u32)>>,
     placements: Vec<ExistingPlacement>,
     errors: Vec<PodError>,
 }
@@ -335,6 +339,7 @@ impl<'a> Solver<'a> {
             pods: Vec::new(),
             groups: Vec::new(),
             universe: HashMap::new(),
+            claim_order: BTreeSet::new(),
             anti_free: HashMap::new(),
             placements: Vec::new(),
             errors: Vec::new(),
@@ -546,15 +551,7 @@ impl<'a> Solver<'a> {
 
     fn prepare_nodes(&mut self) {
         let input = self.input;
-        let nodes = input
-            .existing_nodes
-            .iter()
-            .map(|n| (n, false))
-            .chain(input.in_flight.iter().map(|n| (n, true)));
-        for (node, in_flight) in nodes {
-            if node.marked_for_deletion {
-                continue;
-            }
+        for (node, in_flight) in ordered_nodes(input) {
             let initialized = node.initialized && !in_flight;
             let pool = node
                 .labels
@@ -778,12 +775,8 @@ impl<'a> Solver<'a> {
         }
         // Required anti-affinity of pods already running.
         let mut existing_inverse: Vec<(usize, Vec<u32>)> = Vec::new();
-        let nodes_input: Vec<_> = input
-            .existing_nodes
-            .iter()
-            .chain(&input.in_flight)
-            .filter(|n| !n.marked_for_deletion)
-            .collect();
+        let nodes_input: Vec<&ExistingNode> =
+            ordered_nodes(input).into_iter().map(|(n, _)| n).collect();
         for (ni, node) in nodes_input.iter().enumerate() {
             for pod in &node.pods {
                 let mut owned = Vec::new();
@@ -842,7 +835,7 @@ impl<'a> Solver<'a> {
         }
         for (gi, g) in self.groups.iter().enumerate() {
             if g.hostname && g.id.kind == GroupKind::AntiAffinity {
-                self.anti_free.insert(gi as u32, Vec::new());
+                self.anti_free.insert(gi as u32, BTreeSet::new());
             }
         }
         // Domains per topology key.
@@ -1011,7 +1004,7 @@ impl<'a> Solver<'a> {
             .min_by_key(|l| l.len());
         match free_list {
             Some(list) => {
-                for &ci in list {
+                for &(_, ci) in list {
                     if let Ok(commit) =
                         self.eval_claim(false, pi, cur, &self.claims[ci as usize], false)
                     {
@@ -1021,7 +1014,8 @@ impl<'a> Solver<'a> {
                 }
             }
             None => {
-                for ci in 0..self.claims.len() {
+                for &(_, ci) in &self.claim_order {
+                    let ci = ci as usize;
                     if let Ok(commit) = self.eval_claim(false, pi, cur, &self.claims[ci], false) {
                         found = Some((ci, commit));
                         break;
@@ -1049,8 +1043,9 @@ impl<'a> Solver<'a> {
                 Ok(commit) => {
                     self.claims.push(claim);
                     let ci = self.claims.len() - 1;
+                    self.claim_order.insert((0, ci as u32));
                     for list in self.anti_free.values_mut() {
-                        list.push(ci as u32);
+                        list.insert((0, ci as u32));
                     }
                     for r in &commit.held {
                         if let Some(res) = self.reservations.get_mut(*r) {
@@ -1698,6 +1693,8 @@ impl<'a> Solver<'a> {
         claim.held = commit.held;
         let p = &self.pods[pi];
         add_into(&mut claim.requests, &p.requests);
+        let before = (claim.pods.len() as u32, ci as u32);
+        let after = (before.0 + 1, before.1);
         claim.pods.push(pi as u32);
         claim.host_ports.extend(p.host_ports.iter().cloned());
         let taints = &self.pools[claim.pool].taints;
@@ -1710,11 +1707,12 @@ impl<'a> Solver<'a> {
             &mut claim.host_counts,
             &self.values,
         );
-        for g in &self.pods[pi].counted_by {
-            if let Some(list) = self.anti_free.get_mut(g)
-                && let Ok(pos) = list.binary_search(&(ci as u32))
-            {
-                list.remove(pos);
+        self.claim_order.remove(&before);
+        self.claim_order.insert(after);
+        let counted_by = &self.pods[pi].counted_by;
+        for (g, list) in self.anti_free.iter_mut() {
+            if list.remove(&before) && !counted_by.contains(g) {
+                list.insert(after);
             }
         }
         if !self.claims[ci].held.is_empty() {
@@ -1943,6 +1941,26 @@ fn record(
             }
         }
     }
+}
+
+/// Existing nodes and in-flight NodeClaims in the order Karpenter tries them
+/// (`sortExistingNodes`): initialized nodes first, then by name. Nodes being
+/// deleted take no pods and are left out. The flag marks in-flight NodeClaims.
+fn ordered_nodes(input: &SchedulerInput) -> Vec<(&ExistingNode, bool)> {
+    let mut nodes: Vec<(&ExistingNode, bool)> = input
+        .existing_nodes
+        .iter()
+        .map(|n| (n, false))
+        .chain(input.in_flight.iter().map(|n| (n, true)))
+        .filter(|(n, _)| !n.marked_for_deletion)
+        .collect();
+    let initialized = |(n, in_flight): &(&ExistingNode, bool)| n.initialized && !in_flight;
+    nodes.sort_by(|a, b| {
+        initialized(b)
+            .cmp(&initialized(a))
+            .then_with(|| a.0.name.cmp(&b.0.name))
+    });
+    nodes
 }
 
 fn collect_pod_keys(input: &SchedulerInput) -> HashSet<String> {

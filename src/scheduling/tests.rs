@@ -870,3 +870,88 @@ fn match_label_keys_split_spread_groups_by_label_value() {
     );
     assert_eq!(result.new_node_claims.len(), 2);
 }
+
+fn roomy_node(name: &str, initialized: bool) -> ExistingNode {
+    ExistingNode {
+        name: name.into(),
+        allocatable: Resources::cpu_memory(4000, 8 * GIB).with_pods(20),
+        capacity: Resources::cpu_memory(4000, 8 * GIB).with_pods(20),
+        initialized,
+        ..ExistingNode::default()
+    }
+}
+
+fn placed_on<'a>(result: &'a SchedulingResult, pod: &str) -> Option<&'a str> {
+    result
+        .existing_node_placements
+        .iter()
+        .find(|x| x.pod == format!("default/{pod}"))
+        .map(|x| x.node.as_str())
+}
+
+#[test]
+fn existing_nodes_are_tried_initialized_first_then_by_name() {
+    // Given in an order that is neither: an uninitialized node named first
+    // alphabetically, an initialized one, and two in-flight claims.
+    let input = SchedulerInput {
+        node_pools: vec![pool("default", 4)],
+        existing_nodes: vec![roomy_node("a-starting", false), roomy_node("z-ready", true)],
+        in_flight: vec![roomy_node("claim-b", false), roomy_node("claim-a", false)],
+        pods: vec![pod("p", 100, 0)],
+        ..SchedulerInput::default()
+    };
+    let result = Scheduler::new(input.clone()).solve();
+    assert_eq!(placed_on(&result, "p"), Some("z-ready"));
+    // Without the initialized node, names decide; in-flight claims and
+    // uninitialized nodes are ordered together, not by input order.
+    let input = SchedulerInput {
+        existing_nodes: vec![roomy_node("a-starting", false)],
+        ..input
+    };
+    let result = Scheduler::new(input.clone()).solve();
+    assert_eq!(placed_on(&result, "p"), Some("a-starting"));
+    let input = SchedulerInput {
+        existing_nodes: Vec::new(),
+        ..input
+    };
+    let result = Scheduler::new(input).solve();
+    assert_eq!(
+        placed_on(&result, "p"),
+        Some("claim-a"),
+        "not claim-b, the first given"
+    );
+}
+
+#[test]
+fn new_claims_with_the_fewest_pods_are_tried_first() {
+    // fake-it-3: 4 vCPU, 3900m allocatable. "big" opens claim A; "mid" does
+    // not fit beside it and opens claim B; "one" ties (one pod each) and joins
+    // A, the older; "small" then prefers B (one pod) over A (two), although A
+    // still has room for it.
+    let mut only = pool("default", 4);
+    only.instance_types.retain(|t| t.name == "fake-it-3");
+    let result = solve(
+        vec![only],
+        vec![
+            pod("big", 2500, 0),
+            pod("mid", 2000, 0),
+            pod("one", 1000, 0),
+            pod("small", 300, 0),
+        ],
+    );
+    assert!(result.errors.is_empty(), "{:?}", result.errors);
+    assert_eq!(result.new_node_claims.len(), 2);
+    let a = claim_of(&result, "big");
+    assert!(a.pods.contains(&"default/one".to_string()), "{:?}", a.pods);
+    assert!(
+        !a.pods.contains(&"default/small".to_string()),
+        "small must not join the fuller claim: {:?}",
+        a.pods
+    );
+    let b = claim_of(&result, "mid");
+    assert!(
+        b.pods.contains(&"default/small".to_string()),
+        "{:?}",
+        b.pods
+    );
+}

@@ -336,7 +336,7 @@ fn scaffold_sources(role: Role, type_name: &str) -> (String, String) {
             format!(
                 r#"//! A nodewright instance filter.
 
-use nodewright_filter::{{Context, InstanceFilter, InstanceTypeInfo, Verdict}};
+use nodewright_filter::{{Context, InstanceFilter, InstanceType, Verdict}};
 use serde::Deserialize;
 
 /// Settings from the EC2NodeClass's `config`.
@@ -357,13 +357,13 @@ fn default_max_vcpu() -> u32 {{
 pub struct {type_name};
 
 impl InstanceFilter for {type_name} {{
-    fn filter(&self, ctx: &Context, candidates: &[InstanceTypeInfo]) -> Result<Vec<Verdict>, String> {{
+    fn filter(&self, ctx: &Context, candidates: &[InstanceType<'_>]) -> Result<Vec<Verdict>, String> {{
         let config: Config = ctx.config()?;
         Ok(candidates
             .iter()
             .map(|it| {{
-                if it.vcpu > config.max_vcpu {{
-                    Verdict::drop(format!("{{}} has {{}} vCPUs, more than {{}}", it.name, it.vcpu, config.max_vcpu))
+                if it.vcpu() > config.max_vcpu {{
+                    Verdict::drop(format!("{{}} has {{}} vCPUs, more than {{}}", it.name(), it.vcpu(), config.max_vcpu))
                 }} else {{
                     Verdict::Keep
                 }}
@@ -396,16 +396,16 @@ fn drops_types_above_the_vcpu_cap() {
             format!(
                 r#"//! A nodewright priority scorer: higher scores are tried first, ties by price.
 
-use nodewright_filter::{{Context, InstanceTypeInfo, PriorityScorer}};
+use nodewright_filter::{{Context, InstanceType, PriorityScorer}};
 
 /// The scorer.
 #[derive(Debug, Default)]
 pub struct {type_name};
 
 impl PriorityScorer for {type_name} {{
-    fn score(&self, _ctx: &Context, candidates: &[InstanceTypeInfo]) -> Result<Vec<i32>, String> {{
+    fn score(&self, _ctx: &Context, candidates: &[InstanceType<'_>]) -> Result<Vec<i32>, String> {{
         // Newer generations first.
-        Ok(candidates.iter().map(|it| i32::try_from(it.generation).unwrap_or(0)).collect())
+        Ok(candidates.iter().map(|it| i32::try_from(it.generation()).unwrap_or(0)).collect())
     }}
 }}
 

@@ -2,7 +2,7 @@
 //! ...) are tried first, everything else after them as fallback. Within a
 //! score the host orders by price.
 
-use nodewright_filter::{Context, InstanceTypeInfo, PriorityScorer};
+use nodewright_filter::{Context, InstanceType, PriorityScorer};
 
 /// Score given to `*-flex` families.
 pub const FLEX_SCORE: i32 = 1;
@@ -14,7 +14,7 @@ pub const FALLBACK_SCORE: i32 = 0;
 pub struct FlexFirst;
 
 impl PriorityScorer for FlexFirst {
-    fn score(&self, _ctx: &Context, candidates: &[InstanceTypeInfo]) -> Result<Vec<i32>, String> {
+    fn score(&self, _ctx: &Context, candidates: &[InstanceType<'_>]) -> Result<Vec<i32>, String> {
         Ok(candidates
             .iter()
             .map(|it| {

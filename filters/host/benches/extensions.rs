@@ -62,7 +62,7 @@ fn bench(c: &mut Criterion) {
     assert_eq!(
         filter.filter(&ctx, &set).unwrap(),
         nodewright_example_drop_burstable::DropBurstable
-            .filter(&ctx, &types)
+            .filter(&ctx, &set.views())
             .unwrap()
     );
 
@@ -73,7 +73,7 @@ fn bench(c: &mut Criterion) {
     g.bench_function("filter/native", |b| {
         b.iter(|| {
             nodewright_example_drop_burstable::DropBurstable
-                .filter(&ctx, set.types())
+                .filter(&ctx, &set.views())
                 .unwrap()
         })
     });
@@ -83,7 +83,7 @@ fn bench(c: &mut Criterion) {
     g.bench_function("score/native", |b| {
         b.iter(|| {
             nodewright_flex_first::FlexFirst
-                .score(&ctx, set.types())
+                .score(&ctx, &set.views())
                 .unwrap()
         })
     });

@@ -1,58 +1,45 @@
 //! Instance types prepared for calls. The controller builds one
 //! [`InstanceTypeSet`] per catalog version and reuses it for every filter
-//! and scorer call: the guest-facing records (with repeated strings interned
-//! into one table) are built once, not per call.
+//! and scorer call: the table (each string stored once, nested lists
+//! flattened) and its WIT form are built once, not per call.
 
-use std::collections::HashMap;
-
-use nodewright_filter::{Accelerator, Architecture, CapacityType, InstanceTypeInfo};
+use nodewright_filter::{
+    AcceleratorRow, Architecture, CapacityType, InstanceType, InstanceTypeInfo, InstanceTypes, Span,
+};
 
 use crate::bindings::wit;
 
-/// Instance types in both forms: plain Rust for native built-ins, WIT records
-/// for components.
+/// Instance types in the three forms calls need: plain Rust for reports,
+/// the checked table native built-ins read, and its WIT form for components.
 #[derive(Debug, Clone)]
 pub struct InstanceTypeSet {
     plain: Vec<InstanceTypeInfo>,
+    table: InstanceTypes,
     wit: wit::InstanceTypes,
 }
 
-/// Interns strings into the per-set table.
-#[derive(Default)]
-struct StringTable {
-    index: HashMap<String, u32>,
-    strings: Vec<String>,
-}
-
-impl StringTable {
-    fn intern(&mut self, s: &str) -> u32 {
-        if let Some(&i) = self.index.get(s) {
-            return i;
-        }
-        // More than u32::MAX distinct strings cannot occur in a catalog of a
-        // few thousand instance types; saturate rather than wrap.
-        let i = u32::try_from(self.strings.len()).unwrap_or(u32::MAX);
-        self.strings.push(s.to_string());
-        self.index.insert(s.to_string(), i);
-        i
-    }
-}
-
 impl InstanceTypeSet {
-    /// Builds both representations.
+    /// Builds every form.
     pub fn new(plain: Vec<InstanceTypeInfo>) -> Self {
-        let mut table = StringTable::default();
-        let items = plain.iter().map(|it| to_wit(it, &mut table)).collect();
-        let wit = wit::InstanceTypes {
-            strings: table.strings,
-            items,
-        };
-        InstanceTypeSet { plain, wit }
+        let table = InstanceTypes::from_infos(&plain);
+        let wit = to_wit(&table);
+        InstanceTypeSet { plain, table, wit }
     }
 
     /// The instance types, in candidate order.
     pub fn types(&self) -> &[InstanceTypeInfo] {
         &self.plain
+    }
+
+    /// The table native built-ins read.
+    pub fn table(&self) -> &InstanceTypes {
+        &self.table
+    }
+
+    /// Views over [`InstanceTypeSet::table`], as a native module receives
+    /// them.
+    pub fn views(&self) -> Vec<InstanceType<'_>> {
+        self.table.views()
     }
 
     /// Number of candidates.
@@ -65,10 +52,10 @@ impl InstanceTypeSet {
         self.plain.is_empty()
     }
 
-    /// Number of distinct strings in the shared table (a measure of what a
-    /// call lowers into the guest).
+    /// Number of distinct strings in the table (a measure of what a call
+    /// copies into the guest).
     pub fn string_table_len(&self) -> usize {
-        self.wit.strings.len()
+        self.table.string_count()
     }
 
     pub(crate) fn wit(&self) -> &wit::InstanceTypes {
@@ -82,46 +69,62 @@ impl From<Vec<InstanceTypeInfo>> for InstanceTypeSet {
     }
 }
 
-fn to_wit(it: &InstanceTypeInfo, t: &mut StringTable) -> wit::InstanceType {
-    let accel = |a: &Accelerator, t: &mut StringTable| wit::Accelerator {
-        name: t.intern(&a.name),
-        manufacturer: t.intern(&a.manufacturer),
+fn to_wit(table: &InstanceTypes) -> wit::InstanceTypes {
+    let p = table.parts();
+    let span = |s: Span| wit::Span {
+        start: s.start,
+        len: s.len,
+    };
+    let accel = |a: &AcceleratorRow| wit::Accelerator {
+        name: a.name,
+        manufacturer: a.manufacturer,
         count: a.count,
         memory_mib: a.memory_mib,
     };
-    wit::InstanceType {
-        name: it.name.clone(),
-        family: t.intern(&it.family),
-        category: t.intern(&it.category),
-        generation: it.generation,
-        size: t.intern(&it.size),
-        architecture: architecture(it.architecture),
-        cpu_manufacturer: t.intern(&it.cpu_manufacturer),
-        vcpu: it.vcpu,
-        memory_mib: it.memory_mib,
-        gpus: it.gpus.iter().map(|a| accel(a, t)).collect(),
-        accelerators: it.accelerators.iter().map(|a| accel(a, t)).collect(),
-        local_nvme_gib: it.local_nvme_gib,
-        network_bandwidth_mbps: it.network_bandwidth_mbps,
-        ebs_bandwidth_mbps: it.ebs_bandwidth_mbps,
-        hypervisor: t.intern(&it.hypervisor),
-        bare_metal: it.bare_metal,
-        burstable: it.burstable,
-        current_generation: it.current_generation,
-        encryption_in_transit: it.encryption_in_transit,
-        labels: it
-            .labels
+    wit::InstanceTypes {
+        text: p.text.clone(),
+        ends: p.ends.clone(),
+        items: p
+            .rows
             .iter()
-            .map(|(k, v)| wit::Label {
-                key: t.intern(k),
-                value: t.intern(v),
+            .map(|r| wit::InstanceType {
+                name: r.name,
+                family: r.family,
+                category: r.category,
+                generation: r.generation,
+                size: r.size,
+                architecture: architecture(r.architecture),
+                cpu_manufacturer: r.cpu_manufacturer,
+                vcpu: r.vcpu,
+                memory_mib: r.memory_mib,
+                gpus: span(r.gpus),
+                accelerators: span(r.accelerators),
+                local_nvme_gib: r.local_nvme_gib,
+                network_bandwidth_mbps: r.network_bandwidth_mbps,
+                ebs_bandwidth_mbps: r.ebs_bandwidth_mbps,
+                hypervisor: r.hypervisor,
+                bare_metal: r.bare_metal,
+                burstable: r.burstable,
+                current_generation: r.current_generation,
+                encryption_in_transit: r.encryption_in_transit,
+                labels: span(r.labels),
+                offerings: span(r.offerings),
             })
             .collect(),
-        offerings: it
+        accelerators: p.accelerators.iter().map(accel).collect(),
+        labels: p
+            .labels
+            .iter()
+            .map(|l| wit::Label {
+                key: l.key,
+                value: l.value,
+            })
+            .collect(),
+        offerings: p
             .offerings
             .iter()
             .map(|o| wit::Offering {
-                zone: t.intern(&o.zone),
+                zone: o.zone,
                 capacity_type: match o.capacity_type {
                     CapacityType::OnDemand => wit::CapacityType::OnDemand,
                     CapacityType::Spot => wit::CapacityType::Spot,
@@ -129,7 +132,7 @@ fn to_wit(it: &InstanceTypeInfo, t: &mut StringTable) -> wit::InstanceType {
                 },
                 price: o.price,
                 available: o.available,
-                reservation_id: o.reservation_id.as_deref().map(|r| t.intern(r)),
+                reservation_id: o.reservation_id,
             })
             .collect(),
     }

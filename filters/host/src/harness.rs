@@ -20,8 +20,8 @@ use std::{
 };
 
 use nodewright_filter::{
-    Accelerator, Ami, AmiState, Architecture, CapacityType, Context, InstanceTypeInfo, Offering,
-    Verdict,
+    Accelerator, Ami, AmiState, Architecture, CapacityType, Context, InstanceType,
+    InstanceTypeInfo, Offering, Verdict,
 };
 
 use crate::{
@@ -150,8 +150,9 @@ impl Harness {
         let set = InstanceTypeSet::new(types.to_vec());
         let (result, report) = self.module.score_reported(&self.ctx, &set);
         let scores = result?;
-        let mut ranked: Vec<(&InstanceTypeInfo, i32)> =
-            types.iter().zip(scores.iter().copied()).collect();
+        let views = set.views();
+        let mut ranked: Vec<(&InstanceType<'_>, i32)> =
+            views.iter().zip(scores.iter().copied()).collect();
         ranked.sort_by(|(a, sa), (b, sb)| {
             sb.cmp(sa).then_with(|| {
                 let pa = a.cheapest_available_price().unwrap_or(f64::INFINITY);
@@ -161,7 +162,10 @@ impl Harness {
         });
         Ok(ScoreOutcome {
             scores: types.iter().map(|t| t.name.clone()).zip(scores).collect(),
-            order: ranked.into_iter().map(|(t, _)| t.name.clone()).collect(),
+            order: ranked
+                .into_iter()
+                .map(|(t, _)| t.name().to_string())
+                .collect(),
             report,
         })
     }

@@ -242,7 +242,7 @@ impl LoadedModule {
         let (result, report) = match &self.kind {
             Kind::Builtin(Builtin::FlexFirst) => {
                 let start = Instant::now();
-                let r = nodewright_flex_first::FlexFirst.score(ctx, candidates.types());
+                let r = nodewright_flex_first::FlexFirst.score(ctx, &candidates.views());
                 (
                     Ok(r),
                     CallReport {

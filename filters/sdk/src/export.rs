@@ -27,39 +27,72 @@ macro_rules! __nodewright_convert_common {
     };
 }
 
-/// Conversion of the string-table encoded instance types.
+/// Conversion of the WIT instance-type table into the SDK's checked table.
+/// Only flat lists of numbers are copied; the text moves as is.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __nodewright_convert_instance_types {
     () => {
         fn __instance_types(
             set: __wit::InstanceTypes,
-        ) -> ::core::result::Result<::std::vec::Vec<$crate::InstanceTypeInfo>, ::std::string::String> {
-            let strings = set.strings;
-            let s = |i: u32| -> ::core::result::Result<::std::string::String, ::std::string::String> {
-                strings
-                    .get(i as usize)
-                    .cloned()
-                    .ok_or_else(|| ::std::format!("string index {i} out of range ({} strings)", strings.len()))
+        ) -> ::core::result::Result<$crate::InstanceTypes, ::std::string::String> {
+            let span = |s: __wit::Span| $crate::Span {
+                start: s.start,
+                len: s.len,
             };
-            let accel = |a: &__wit::Accelerator| -> ::core::result::Result<$crate::Accelerator, ::std::string::String> {
-                Ok($crate::Accelerator {
-                    name: s(a.name)?,
-                    manufacturer: s(a.manufacturer)?,
-                    count: a.count,
-                    memory_mib: a.memory_mib,
-                })
-            };
-            let mut out = ::std::vec::Vec::with_capacity(set.items.len());
-            for it in set.items {
-                let mut labels = ::std::collections::BTreeMap::new();
-                for l in &it.labels {
-                    labels.insert(s(l.key)?, s(l.value)?);
-                }
-                let mut offerings = ::std::vec::Vec::with_capacity(it.offerings.len());
-                for o in &it.offerings {
-                    offerings.push($crate::Offering {
-                        zone: s(o.zone)?,
+            let parts = $crate::TableParts {
+                text: set.text,
+                ends: set.ends,
+                rows: set
+                    .items
+                    .into_iter()
+                    .map(|r| $crate::InstanceTypeRow {
+                        name: r.name,
+                        family: r.family,
+                        category: r.category,
+                        generation: r.generation,
+                        size: r.size,
+                        architecture: __architecture(r.architecture),
+                        cpu_manufacturer: r.cpu_manufacturer,
+                        vcpu: r.vcpu,
+                        memory_mib: r.memory_mib,
+                        gpus: span(r.gpus),
+                        accelerators: span(r.accelerators),
+                        local_nvme_gib: r.local_nvme_gib,
+                        network_bandwidth_mbps: r.network_bandwidth_mbps,
+                        ebs_bandwidth_mbps: r.ebs_bandwidth_mbps,
+                        hypervisor: r.hypervisor,
+                        bare_metal: r.bare_metal,
+                        burstable: r.burstable,
+                        current_generation: r.current_generation,
+                        encryption_in_transit: r.encryption_in_transit,
+                        labels: span(r.labels),
+                        offerings: span(r.offerings),
+                    })
+                    .collect(),
+                accelerators: set
+                    .accelerators
+                    .into_iter()
+                    .map(|a| $crate::AcceleratorRow {
+                        name: a.name,
+                        manufacturer: a.manufacturer,
+                        count: a.count,
+                        memory_mib: a.memory_mib,
+                    })
+                    .collect(),
+                labels: set
+                    .labels
+                    .into_iter()
+                    .map(|l| $crate::LabelRow {
+                        key: l.key,
+                        value: l.value,
+                    })
+                    .collect(),
+                offerings: set
+                    .offerings
+                    .into_iter()
+                    .map(|o| $crate::OfferingRow {
+                        zone: o.zone,
                         capacity_type: match o.capacity_type {
                             __wit::CapacityType::OnDemand => $crate::CapacityType::OnDemand,
                             __wit::CapacityType::Spot => $crate::CapacityType::Spot,
@@ -67,37 +100,11 @@ macro_rules! __nodewright_convert_instance_types {
                         },
                         price: o.price,
                         available: o.available,
-                        reservation_id: match o.reservation_id {
-                            Some(r) => Some(s(r)?),
-                            None => None,
-                        },
-                    });
-                }
-                out.push($crate::InstanceTypeInfo {
-                    name: it.name,
-                    family: s(it.family)?,
-                    category: s(it.category)?,
-                    generation: it.generation,
-                    size: s(it.size)?,
-                    architecture: __architecture(it.architecture),
-                    cpu_manufacturer: s(it.cpu_manufacturer)?,
-                    vcpu: it.vcpu,
-                    memory_mib: it.memory_mib,
-                    gpus: it.gpus.iter().map(accel).collect::<::core::result::Result<_, _>>()?,
-                    accelerators: it.accelerators.iter().map(accel).collect::<::core::result::Result<_, _>>()?,
-                    local_nvme_gib: it.local_nvme_gib,
-                    network_bandwidth_mbps: it.network_bandwidth_mbps,
-                    ebs_bandwidth_mbps: it.ebs_bandwidth_mbps,
-                    hypervisor: s(it.hypervisor)?,
-                    bare_metal: it.bare_metal,
-                    burstable: it.burstable,
-                    current_generation: it.current_generation,
-                    encryption_in_transit: it.encryption_in_transit,
-                    labels,
-                    offerings,
-                });
-            }
-            Ok(out)
+                        reservation_id: o.reservation_id,
+                    })
+                    .collect(),
+            };
+            $crate::InstanceTypes::from_parts(parts)
         }
     };
 }
@@ -134,9 +141,10 @@ macro_rules! export_instance_filter {
                 ) -> ::core::result::Result<::std::vec::Vec<__wit::Verdict>, ::std::string::String>
                 {
                     let ctx = __context(ctx);
-                    let candidates = __instance_types(candidates)?;
+                    let table = __instance_types(candidates)?;
                     let component: $t = ::core::default::Default::default();
-                    let verdicts = $crate::InstanceFilter::filter(&component, &ctx, &candidates)?;
+                    let verdicts =
+                        $crate::InstanceFilter::filter(&component, &ctx, &table.views())?;
                     Ok(verdicts
                         .into_iter()
                         .map(|v| match v {
@@ -176,9 +184,9 @@ macro_rules! export_priority_scorer {
                     candidates: __wit::InstanceTypes,
                 ) -> ::core::result::Result<::std::vec::Vec<i32>, ::std::string::String> {
                     let ctx = __context(ctx);
-                    let candidates = __instance_types(candidates)?;
+                    let table = __instance_types(candidates)?;
                     let component: $t = ::core::default::Default::default();
-                    $crate::PriorityScorer::score(&component, &ctx, &candidates)
+                    $crate::PriorityScorer::score(&component, &ctx, &table.views())
                 }
             }
 

@@ -1,16 +1,23 @@
 //! Guest SDK for nodewright extension components.
 //!
 //! An author implements one plain Rust trait — [`InstanceFilter`],
-//! [`AmiSelector`] or [`PriorityScorer`] — over the plain types in this crate
-//! and invokes the matching export macro ([`export_instance_filter!`],
+//! [`AmiSelector`] or [`PriorityScorer`] — over the types in this crate and
+//! invokes the matching export macro ([`export_instance_filter!`],
 //! [`export_ami_selector!`], [`export_priority_scorer!`]). Built for
 //! `wasm32-wasip2` the crate becomes a component speaking the
 //! `nodewright:filters` WIT contract; built natively the same code runs
 //! without Wasm, which is how the controller links built-ins and how authors
 //! unit-test their logic.
+//!
+//! Instance types reach a filter or scorer as [`InstanceType`] views over one
+//! shared [`InstanceTypes`] table, so a call over the whole catalog copies a
+//! few flat lists instead of thousands of strings. Build fixtures as
+//! [`InstanceTypeInfo`] and turn them into a table with
+//! [`InstanceTypes::from_infos`].
 
 mod export;
 mod labels;
+mod table;
 mod types;
 
 include!(concat!(env!("OUT_DIR"), "/generate_macro.rs"));
@@ -24,6 +31,10 @@ pub use wit_bindgen as __wit_bindgen;
 pub mod wasm;
 
 pub use labels::well_known;
+pub use table::{
+    AcceleratorRef, AcceleratorRow, InstanceType, InstanceTypeRow, InstanceTypes, LabelRow,
+    OfferingRef, OfferingRow, Span, StrRef, TableParts,
+};
 pub use types::{
     Accelerator, Ami, AmiState, Architecture, CapacityType, ConfigError, Context, InstanceTypeInfo,
     LogLevel, Offering, Verdict,
@@ -36,7 +47,7 @@ pub trait InstanceFilter {
     fn filter(
         &self,
         ctx: &Context,
-        candidates: &[InstanceTypeInfo],
+        candidates: &[InstanceType<'_>],
     ) -> Result<Vec<Verdict>, String>;
 }
 
@@ -51,7 +62,7 @@ pub trait AmiSelector {
 /// ties by price.
 pub trait PriorityScorer {
     /// Returns one score per candidate, in candidate order.
-    fn score(&self, ctx: &Context, candidates: &[InstanceTypeInfo]) -> Result<Vec<i32>, String>;
+    fn score(&self, ctx: &Context, candidates: &[InstanceType<'_>]) -> Result<Vec<i32>, String>;
 }
 
 /// Writes a line to the host's log. In a component this goes through the

@@ -127,31 +127,6 @@ pub struct InstanceTypeInfo {
 }
 
 impl InstanceTypeInfo {
-    /// A `*-flex` family (`m7i-flex`, `c7i-flex`, ...).
-    pub fn is_flex(&self) -> bool {
-        self.family.ends_with("-flex")
-    }
-
-    /// Total GPU memory across all GPUs, MiB.
-    pub fn total_gpu_memory_mib(&self) -> u64 {
-        self.gpus
-            .iter()
-            .map(|g| g.memory_mib.saturating_mul(u64::from(g.count)))
-            .fold(0, u64::saturating_add)
-    }
-
-    /// Cheapest available offering price, USD per hour.
-    pub fn cheapest_available_price(&self) -> Option<f64> {
-        self.offerings
-            .iter()
-            .filter(|o| o.available)
-            .map(|o| o.price)
-            .fold(None, |best, p| match best {
-                Some(b) if b <= p => Some(b),
-                _ => Some(p),
-            })
-    }
-
     /// The node labels Karpenter derives from this instance type, plus
     /// [`InstanceTypeInfo::labels`]. Zone and capacity type depend on the
     /// offering and are not included.
@@ -188,7 +163,7 @@ impl InstanceTypeInfo {
         );
         put(
             well_known::INSTANCE_CAPABILITY_FLEX,
-            self.is_flex().to_string(),
+            self.family.ends_with("-flex").to_string(),
         );
         if self.local_nvme_gib > 0 {
             put(

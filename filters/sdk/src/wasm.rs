@@ -3,7 +3,7 @@
 
 use crate::LogLevel;
 
-#[link(wasm_import_module = "nodewright:filters/host@0.1.0")]
+#[link(wasm_import_module = "nodewright:filters/host@0.2.0")]
 unsafe extern "C" {
     #[link_name = "log"]
     fn host_log(level: i32, ptr: *const u8, len: usize);

@@ -1,7 +1,7 @@
 //! Drops burstable (T family, CPU credits) and previous-generation instance
 //! types, for workloads that need steady CPU on current hardware.
 
-use nodewright_filter::{Context, InstanceFilter, InstanceTypeInfo, Verdict};
+use nodewright_filter::{Context, InstanceFilter, InstanceType, Verdict};
 
 /// The filter. No configuration.
 #[derive(Debug, Default)]
@@ -11,15 +11,15 @@ impl InstanceFilter for DropBurstable {
     fn filter(
         &self,
         _ctx: &Context,
-        candidates: &[InstanceTypeInfo],
+        candidates: &[InstanceType<'_>],
     ) -> Result<Vec<Verdict>, String> {
         Ok(candidates
             .iter()
             .map(|it| {
-                if it.burstable {
-                    Verdict::drop(format!("{} is burstable (CPU credits)", it.name))
-                } else if !it.current_generation {
-                    Verdict::drop(format!("{} is a previous-generation type", it.name))
+                if it.burstable() {
+                    Verdict::drop(format!("{} is burstable (CPU credits)", it.name()))
+                } else if !it.current_generation() {
+                    Verdict::drop(format!("{} is a previous-generation type", it.name()))
                 } else {
                     Verdict::Keep
                 }

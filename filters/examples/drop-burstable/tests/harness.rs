@@ -24,10 +24,11 @@ fn drops_burstable_and_previous_generation() {
 
 #[test]
 fn native_build_agrees() {
-    use nodewright_filter::{Context, InstanceFilter, Verdict};
+    use nodewright_filter::{Context, InstanceFilter, InstanceTypes, Verdict};
     let types = [it("t3.large").burstable().build(), it("m7g.large").build()];
+    let table = InstanceTypes::from_infos(&types);
     let verdicts = nodewright_example_drop_burstable::DropBurstable
-        .filter(&Context::default(), &types)
+        .filter(&Context::default(), &table.views())
         .unwrap();
     assert!(matches!(verdicts[0], Verdict::Drop(_)));
     assert_eq!(verdicts[1], Verdict::Keep);

@@ -3,7 +3,7 @@
 //!
 //! Config: `{"minGpuMemoryGiB": 24}`.
 
-use nodewright_filter::{Context, InstanceFilter, InstanceTypeInfo, Verdict};
+use nodewright_filter::{Context, InstanceFilter, InstanceType, Verdict};
 use serde::Deserialize;
 
 /// The filter's settings.
@@ -23,7 +23,7 @@ impl InstanceFilter for GpuMemory {
     fn filter(
         &self,
         ctx: &Context,
-        candidates: &[InstanceTypeInfo],
+        candidates: &[InstanceType<'_>],
     ) -> Result<Vec<Verdict>, String> {
         let config: Config = ctx.config()?;
         let min_mib = config.min_gpu_memory_gib.saturating_mul(1024);
@@ -31,16 +31,15 @@ impl InstanceFilter for GpuMemory {
             .iter()
             .map(|it| {
                 let smallest = it
-                    .gpus
-                    .iter()
+                    .gpus()
                     .filter(|g| g.count > 0)
                     .map(|g| g.memory_mib)
                     .min();
                 match smallest {
-                    None => Verdict::drop(format!("{} has no GPU", it.name)),
+                    None => Verdict::drop(format!("{} has no GPU", it.name())),
                     Some(m) if m < min_mib => Verdict::drop(format!(
                         "{} has {} GiB per GPU, needs {} GiB",
-                        it.name,
+                        it.name(),
                         m / 1024,
                         config.min_gpu_memory_gib
                     )),

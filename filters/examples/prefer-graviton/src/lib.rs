@@ -1,7 +1,7 @@
 //! Orders instance types by CPU: Graviton (AWS) first, then Intel, then AMD,
 //! then anything else. Within a score the host orders by price.
 
-use nodewright_filter::{Context, InstanceTypeInfo, PriorityScorer};
+use nodewright_filter::{Context, InstanceType, PriorityScorer};
 
 /// The scorer. No configuration.
 #[derive(Debug, Default)]
@@ -18,10 +18,10 @@ pub fn score_of(cpu_manufacturer: &str) -> i32 {
 }
 
 impl PriorityScorer for PreferGraviton {
-    fn score(&self, _ctx: &Context, candidates: &[InstanceTypeInfo]) -> Result<Vec<i32>, String> {
+    fn score(&self, _ctx: &Context, candidates: &[InstanceType<'_>]) -> Result<Vec<i32>, String> {
         Ok(candidates
             .iter()
-            .map(|it| score_of(&it.cpu_manufacturer))
+            .map(|it| score_of(it.cpu_manufacturer()))
             .collect())
     }
 }

@@ -5,7 +5,7 @@
 //! USD per hour (required) and, optionally, the capacity type whose
 //! offerings count (`on-demand`, `spot`, `reserved`; default all).
 
-use nodewright_filter::{CapacityType, Context, InstanceFilter, InstanceTypeInfo, Verdict};
+use nodewright_filter::{CapacityType, Context, InstanceFilter, InstanceType, Verdict};
 use serde::Deserialize;
 
 /// The filter's settings.
@@ -27,7 +27,7 @@ impl InstanceFilter for PriceCap {
     fn filter(
         &self,
         ctx: &Context,
-        candidates: &[InstanceTypeInfo],
+        candidates: &[InstanceType<'_>],
     ) -> Result<Vec<Verdict>, String> {
         let config: Config = ctx.config()?;
         if !config.max_hourly_price.is_finite() || config.max_hourly_price <= 0.0 {
@@ -40,8 +40,7 @@ impl InstanceFilter for PriceCap {
             .iter()
             .map(|it| {
                 let cheapest = it
-                    .offerings
-                    .iter()
+                    .offerings()
                     .filter(|o| o.available)
                     .filter(|o| config.capacity_type.is_none_or(|ct| ct == o.capacity_type))
                     .map(|o| o.price)
@@ -49,11 +48,12 @@ impl InstanceFilter for PriceCap {
                 match cheapest {
                     None => Verdict::drop(format!(
                         "{} has no available offering of the requested capacity type",
-                        it.name
+                        it.name()
                     )),
                     Some(p) if p > config.max_hourly_price => Verdict::drop(format!(
                         "{} costs at least ${p:.4}/h, above the cap of ${:.4}/h",
-                        it.name, config.max_hourly_price
+                        it.name(),
+                        config.max_hourly_price
                     )),
                     Some(_) => Verdict::Keep,
                 }

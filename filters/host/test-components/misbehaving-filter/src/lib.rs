@@ -1,7 +1,7 @@
 //! An instance filter whose behaviour is chosen by `config.mode`, so the
 //! host's tests can provoke every failure the sandbox must contain.
 
-use nodewright_filter::{Context, InstanceFilter, InstanceTypeInfo, LogLevel, Verdict};
+use nodewright_filter::{Context, InstanceFilter, InstanceType, LogLevel, Verdict};
 
 /// Behaves as `config.mode` says.
 #[derive(Default)]
@@ -18,7 +18,7 @@ impl InstanceFilter for Misbehaving {
     fn filter(
         &self,
         ctx: &Context,
-        candidates: &[InstanceTypeInfo],
+        candidates: &[InstanceType<'_>],
     ) -> Result<Vec<Verdict>, String> {
         match mode(ctx).as_str() {
             "loop" => {
@@ -64,8 +64,8 @@ impl InstanceFilter for Misbehaving {
             "name-length" => Ok(candidates
                 .iter()
                 .map(|c| {
-                    if c.name.len() > 10 {
-                        Verdict::drop(format!("{} has a long name", c.name))
+                    if c.name().len() > 10 {
+                        Verdict::drop(format!("{} has a long name", c.name()))
                     } else {
                         Verdict::Keep
                     }

@@ -1,13 +1,13 @@
 //! A priority scorer whose answer is chosen by `config.mode`.
 
-use nodewright_filter::{Context, InstanceTypeInfo, PriorityScorer};
+use nodewright_filter::{Context, InstanceType, PriorityScorer};
 
 /// Behaves as `config.mode` says.
 #[derive(Default)]
 pub struct Misbehaving;
 
 impl PriorityScorer for Misbehaving {
-    fn score(&self, ctx: &Context, candidates: &[InstanceTypeInfo]) -> Result<Vec<i32>, String> {
+    fn score(&self, ctx: &Context, candidates: &[InstanceType<'_>]) -> Result<Vec<i32>, String> {
         let mode = ctx
             .config::<serde_json::Value>()
             .ok()
@@ -17,7 +17,7 @@ impl PriorityScorer for Misbehaving {
             "wrong-length" => Ok(vec![0; candidates.len().saturating_sub(1)]),
             _ => Ok(candidates
                 .iter()
-                .map(|c| i32::try_from(c.vcpu).unwrap_or(i32::MAX))
+                .map(|c| i32::try_from(c.vcpu()).unwrap_or(i32::MAX))
                 .collect()),
         }
     }

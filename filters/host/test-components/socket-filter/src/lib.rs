@@ -1,7 +1,7 @@
 //! An instance filter that opens a TCP connection: the component imports
 //! `wasi:sockets`, which the host must refuse at load time.
 
-use nodewright_filter::{Context, InstanceFilter, InstanceTypeInfo, Verdict};
+use nodewright_filter::{Context, InstanceFilter, InstanceType, Verdict};
 
 /// Tries to phone home.
 #[derive(Default)]
@@ -11,7 +11,7 @@ impl InstanceFilter for PhoneHome {
     fn filter(
         &self,
         ctx: &Context,
-        candidates: &[InstanceTypeInfo],
+        candidates: &[InstanceType<'_>],
     ) -> Result<Vec<Verdict>, String> {
         if ctx.config.contains("connect") {
             std::net::TcpStream::connect("127.0.0.1:9").map_err(|e| e.to_string())?;

@@ -955,3 +955,40 @@ fn new_claims_with_the_fewest_pods_are_tried_first() {
         b.pods
     );
 }
+
+#[test]
+fn failed_pods_are_retried_after_the_rest_of_the_queue_with_preferences_restored() {
+    // "follower" is larger, so it is tried before "db", the pod its required
+    // zone affinity needs; it fails, goes back on the queue, and lands beside
+    // db once db is placed. Retried with its preference (on-demand) restored,
+    // it turns db's NodeClaim on-demand instead of the cheaper spot.
+    let mut follower = pod("follower", 1000, 0);
+    follower.pod_affinity = vec![PodAffinityTerm::new(
+        LabelSelector::match_labels(&[("app", "db")]),
+        labels::ZONE,
+    )];
+    follower.preferred_node_affinity = vec![Weighted {
+        weight: 10,
+        term: [req(labels::CAPACITY_TYPE, Operator::In, &["on-demand"])]
+            .into_iter()
+            .collect(),
+    }];
+    let mut db = pod("db", 100, 0).with_label("app", "db");
+    db.node_selector
+        .insert(labels::ZONE.into(), "test-zone-2".into());
+    // Its affinity matches nothing in the batch: retried, it still fails,
+    // and the solve ends.
+    let mut orphan = pod("orphan", 1000, 0);
+    orphan.pod_affinity = vec![PodAffinityTerm::new(
+        LabelSelector::match_labels(&[("app", "nothing")]),
+        labels::ZONE,
+    )];
+    let result = solve(vec![pool("default", 4)], vec![follower, orphan, db]);
+    assert_eq!(result.errors.len(), 1, "{:?}", result.errors);
+    assert_eq!(result.errors[0].pod, "default/orphan");
+    assert!(result.errors[0].reason.contains("pod affinity"));
+    let claim = claim_of(&result, "follower");
+    assert!(claim.pods.contains(&"default/db".to_string()));
+    assert_eq!(claim.zone, "test-zone-2");
+    assert_eq!(claim.capacity_type, CapacityType::OnDemand);
+}

@@ -846,8 +846,12 @@ impl<'a> Solver<'a> {
             .map(|g| g.id.key)
             .collect();
         for key in keys {
-            let mut domains: HashSet<u32> = HashSet::new();
+            // Each source of domains (a NodePool's possible nodes, an existing
+            // node) with the taints its nodes carry, like Karpenter's
+            // TopologyDomainGroup.
+            let mut sources: Vec<(Vec<u32>, &[Taint])> = Vec::new();
             for pool in &self.pools {
+                let mut domains = Vec::new();
                 let pool_set = pool.reqs.get(key);
                 for &t in &pool.base_options {
                     if let Some(r) = pool.types[t as usize].reqs.get(key)
@@ -857,7 +861,7 @@ impl<'a> Solver<'a> {
                             if pool_set
                                 .is_none_or(|p| p.set.has(v, &|x: &u32| self.values.number(*x)))
                             {
-                                domains.insert(*v);
+                                domains.push(*v);
                             }
                         }
                     }
@@ -871,11 +875,27 @@ impl<'a> Solver<'a> {
                 {
                     domains.extend(p.set.values().iter().copied());
                 }
+                sources.push((domains, &pool.taints));
             }
             for node in &self.nodes {
                 if let Some(r) = node.reqs.get(key) {
-                    domains.extend(r.set.values().iter().copied());
+                    sources.push((r.set.values().to_vec(), &node.taints));
                 }
+            }
+            let domains: HashSet<u32> = sources.iter().flat_map(|(d, _)| d).copied().collect();
+            // nodeTaintsPolicy: Honor: only domains some tolerated node can be in.
+            for group in self.groups.iter_mut().filter(|g| {
+                g.id.key == key
+                    && matches!(g.id.kind, GroupKind::Spread { .. })
+                    && g.id.filter.tolerations.is_some()
+            }) {
+                let eligible = sources
+                    .iter()
+                    .filter(|(_, taints)| group.id.filter.admits_taints(taints))
+                    .flat_map(|(d, _)| d)
+                    .copied()
+                    .collect();
+                group.taint_domains = Some(eligible);
             }
             let mut sorted: Vec<u32> = domains.into_iter().collect();
             sorted.sort_by(|a, b| self.values.name(*a).cmp(self.values.name(*b)));
@@ -1282,7 +1302,10 @@ impl<'a> Solver<'a> {
                     min_domains,
                     honor,
                 } => {
-                    let eligible = |d: &u32| !honor || pod_has(d);
+                    let eligible = |d: &u32| {
+                        (!honor || pod_has(d))
+                            && group.taint_domains.as_ref().is_none_or(|t| t.contains(d))
+                    };
                     let mut min = i32::MAX;
                     let mut n = 0;
                     for d in universe.iter().filter(|d| eligible(d)) {

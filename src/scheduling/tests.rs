@@ -992,3 +992,59 @@ fn failed_pods_are_retried_after_the_rest_of_the_queue_with_preferences_restored
     assert_eq!(claim.zone, "test-zone-2");
     assert_eq!(claim.capacity_type, CapacityType::OnDemand);
 }
+
+#[test]
+fn node_taints_policy_honor_leaves_out_domains_of_untolerated_pools() {
+    // "open" reaches test-zone-1 and -2 (spot); "tainted" alone reaches
+    // test-zone-3.
+    let mut open = pool("open", 4);
+    open.requirements.add(req(
+        labels::ZONE,
+        Operator::In,
+        &["test-zone-1", "test-zone-2"],
+    ));
+    let mut tainted = pool("tainted", 4);
+    tainted.taints = vec![Taint::new("dedicated", "x", TaintEffect::NoSchedule)];
+    tainted
+        .requirements
+        .add(req(labels::ZONE, Operator::In, &["test-zone-3"]));
+    let honor = TopologySpreadConstraint {
+        node_taints_policy: NodeInclusionPolicy::Honor,
+        ..spread(labels::ZONE, "s")
+    };
+    let zones = |result: &SchedulingResult| -> BTreeMap<String, usize> {
+        let mut per_zone = BTreeMap::new();
+        for c in &result.new_node_claims {
+            *per_zone.entry(c.zone.clone()).or_insert(0) += c.pods.len();
+        }
+        per_zone
+    };
+    // Honor: zone 3 is not eligible, so the skew is over zones 1 and 2 only.
+    let result = solve(vec![open.clone(), tainted.clone()], spread_pods(4, &honor));
+    assert!(result.errors.is_empty(), "{:?}", result.errors);
+    assert_eq!(
+        zones(&result),
+        BTreeMap::from([
+            ("test-zone-1".to_string(), 2),
+            ("test-zone-2".to_string(), 2)
+        ])
+    );
+    // Ignore (the default): empty zone 3 holds the minimum at 0, and no pod
+    // may go there, so only one pod per reachable zone fits.
+    let result = solve(
+        vec![open.clone(), tainted.clone()],
+        spread_pods(4, &spread(labels::ZONE, "s")),
+    );
+    assert_eq!(result.errors.len(), 2, "{:?}", result.new_node_claims);
+    // A pod that tolerates the taint counts zone 3 again and uses it.
+    let tolerant: Vec<Pod> = spread_pods(3, &honor)
+        .into_iter()
+        .map(|mut p| {
+            p.tolerations = vec![Toleration::exists("dedicated", None)];
+            p
+        })
+        .collect();
+    let result = solve(vec![open, tainted], tolerant);
+    assert!(result.errors.is_empty(), "{:?}", result.errors);
+    assert_eq!(zones(&result).len(), 3, "{:?}", zones(&result));
+}

@@ -2,7 +2,7 @@
 //! affinity and pod anti-affinity (Karpenter's `TopologyGroup`), kept
 //! incrementally so a placement never rescans placed pods.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::index::Reqs;
 use super::pod::{LabelSelector, NamespaceScope};
@@ -107,6 +107,10 @@ pub(crate) struct Group {
     pub counts: HashMap<u32, i32>,
     /// Sum over all domains.
     pub total: i64,
+    /// For spreads with `nodeTaintsPolicy: Honor`: the domains of the nodes
+    /// and NodePools whose taints the pod tolerates. Other domains neither
+    /// count towards the skew nor take the pod.
+    pub taint_domains: Option<HashSet<u32>>,
 }
 
 impl Group {
@@ -116,6 +120,7 @@ impl Group {
             hostname,
             counts: HashMap::new(),
             total: 0,
+            taint_domains: None,
         }
     }
 

@@ -151,6 +151,51 @@ fn node_selector_term(
     Ok(out)
 }
 
+/// A term's `matchFields`. Kubernetes allows only `metadata.name` with `In`
+/// or `NotIn`; anything else is an error here rather than a term that
+/// silently matches nothing.
+fn node_selector_fields(
+    object: &str,
+    field: &str,
+    fields: Option<&Vec<core::NodeSelectorRequirement>>,
+) -> Result<Requirements, ConvertError> {
+    let mut out = Requirements::new();
+    for (i, e) in fields.into_iter().flatten().enumerate() {
+        let f = format!("{field}.matchFields[{i}]");
+        let invalid = |message: String| ConvertError::Invalid {
+            object: object.to_string(),
+            field: f.clone(),
+            message,
+        };
+        if e.key != "metadata.name" {
+            return Err(invalid(format!(
+                "key {:?} is not supported; matchFields only takes metadata.name",
+                e.key
+            )));
+        }
+        let op = Operator::parse(&e.operator).map_err(|source| ConvertError::Requirement {
+            object: object.to_string(),
+            field: f.clone(),
+            source,
+        })?;
+        if !matches!(op, Operator::In | Operator::NotIn) {
+            return Err(invalid(format!(
+                "operator {op} is not supported; matchFields takes In or NotIn"
+            )));
+        }
+        out.add(
+            Requirement::from_parts(&e.key, op, e.values.clone().unwrap_or_default()).map_err(
+                |source| ConvertError::Requirement {
+                    object: object.to_string(),
+                    field: f.clone(),
+                    source,
+                },
+            )?,
+        );
+    }
+    Ok(out)
+}
+
 fn affinity_term(
     object: &str,
     field: &str,
@@ -348,6 +393,14 @@ fn pod_spec(
                         &field,
                         term.match_expressions.as_ref(),
                     )?);
+                    pod.required_node_fields.push(node_selector_fields(
+                        object,
+                        &field,
+                        term.match_fields.as_ref(),
+                    )?);
+                }
+                if pod.required_node_fields.iter().all(Requirements::is_empty) {
+                    pod.required_node_fields.clear();
                 }
             }
             for (i, p) in na
@@ -650,6 +703,44 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .contains("spec is missing")
+        );
+    }
+
+    #[test]
+    fn match_fields_are_read_and_only_metadata_name_is_accepted() {
+        let with_fields = |key: &str, operator: &str| {
+            pod_json(serde_json::json!({
+                "containers": [{"name": "a"}],
+                "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]},
+                    {"matchFields": [{"key": key, "operator": operator, "values": ["node-1"]}]}
+                ]}}}
+            }))
+        };
+        let p = pod_from_k8s(&with_fields("metadata.name", "In")).unwrap();
+        assert_eq!(p.required_node_affinity.len(), 2);
+        assert_eq!(p.required_node_fields.len(), 2);
+        assert!(p.required_node_fields[0].is_empty());
+        let name = p.required_node_fields[1].get("metadata.name").unwrap();
+        assert!(name.has("node-1") && !name.has("node-2"));
+        let err = pod_from_k8s(&with_fields("metadata.uid", "In"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("nodeSelectorTerms[1].matchFields[0]") && err.contains("metadata.name"),
+            "{err}"
+        );
+        let err = pod_from_k8s(&with_fields("metadata.name", "Exists"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("In or NotIn"), "{err}");
+        // Without matchFields, no per-term list is kept.
+        let plain = pod_json(serde_json::json!({"containers": [{"name": "a"}]}));
+        assert!(
+            pod_from_k8s(&plain)
+                .unwrap()
+                .required_node_fields
+                .is_empty()
         );
     }
 

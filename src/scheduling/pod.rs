@@ -193,6 +193,11 @@ pub struct Pod {
     pub node_selector: BTreeMap<String, String>,
     /// Required node affinity: OR of terms, each an AND of requirements.
     pub required_node_affinity: Vec<Requirements>,
+    /// `matchFields` of each required node affinity term, index for index
+    /// with `required_node_affinity` (empty when no term has any). The only
+    /// field is `metadata.name`: it picks existing nodes by name, and since a
+    /// new node has no name yet, Karpenter does not provision for such pods.
+    pub required_node_fields: Vec<Requirements>,
     /// Preferred node affinity terms.
     pub preferred_node_affinity: Vec<Weighted<Requirements>>,
     /// Required pod affinity.

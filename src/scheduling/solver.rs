@@ -113,6 +113,8 @@ struct PodP {
     requests: Res,
     base: Reqs,
     required_terms: Vec<Reqs>,
+    /// `matchFields` per required term (see [`Pod::required_node_fields`]).
+    required_fields: Vec<Requirements>,
     preferred_terms: Vec<Reqs>,
     req_aff: Vec<u32>,
     pref_aff: Vec<u32>,
@@ -139,6 +141,8 @@ struct PodState {
 }
 
 struct Current {
+    /// Index of the required node affinity term in use.
+    required_term: usize,
     reqs: Reqs,
     groups: Vec<u32>,
     tolerate_prefer: bool,
@@ -212,6 +216,9 @@ impl<'a> Overlay<'a> {
             .chain(self.changes.iter())
     }
 }
+
+/// The one field `matchFields` may name (Kubernetes validation).
+const NODE_NAME_FIELD: &str = "metadata.name";
 
 /// Formats a rejection reason only when it will be shown: most rejections
 /// are of candidates the pod simply skips, and formatting them dominated the
@@ -660,6 +667,7 @@ impl<'a> Solver<'a> {
                 requests: self.pod_vector(pod),
                 base,
                 required_terms,
+                required_fields: pod.required_node_fields.clone(),
                 preferred_terms,
                 req_aff: Vec::new(),
                 pref_aff: Vec::new(),
@@ -955,6 +963,7 @@ impl<'a> Solver<'a> {
         groups.extend(&p.spread_hard);
         groups.extend(p.spread_soft.iter().skip(st.soft_spread));
         Current {
+            required_term: st.required_term,
             reqs,
             groups,
             tolerate_prefer: st.tolerate_prefer,
@@ -1047,6 +1056,20 @@ impl<'a> Solver<'a> {
                 });
                 return Ok(());
             }
+        }
+        let p = &self.pods[pi];
+        if p.required_fields.iter().any(|f| !f.is_empty()) {
+            // Karpenter rejects such pods before scheduling
+            // ("node selector term with matchFields is not supported").
+            let fields = p
+                .required_fields
+                .get(cur.required_term)
+                .filter(|f| !f.is_empty())
+                .map_or_else(|| "none".to_string(), |f| f.to_string());
+            return Err(format!(
+                "no existing node can take the pod under its required node affinity (matchFields {fields}); \
+                 no new node is created for a pod whose required node affinity uses matchFields, as a new node has no name yet"
+            ));
         }
         let mut found = None;
         let free_list = cur
@@ -1424,6 +1447,16 @@ impl<'a> Solver<'a> {
         let p = &self.pods[pi];
         if let Some(d) = shortfall(&p.requests, &vec![0; p.requests.len()], &node.free) {
             return Err(why!(explain, "not enough {}", self.res.name(d)));
+        }
+        if let Some(fields) = p.required_fields.get(cur.required_term)
+            && !fields
+                .iter()
+                .all(|f| f.key == NODE_NAME_FIELD && f.has(&node.name))
+        {
+            return Err(why!(
+                explain,
+                "node name does not satisfy matchFields {fields}"
+            ));
         }
         let tolerations = &self.input.pods[p.input].tolerations;
         if let Some(t) = first_untolerated(&node.taints, tolerations, !cur.tolerate_prefer) {

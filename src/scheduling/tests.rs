@@ -1048,3 +1048,69 @@ fn node_taints_policy_honor_leaves_out_domains_of_untolerated_pools() {
     assert!(result.errors.is_empty(), "{:?}", result.errors);
     assert_eq!(zones(&result).len(), 3, "{:?}", zones(&result));
 }
+
+fn by_name(op: Operator, names: &[&str]) -> Requirements {
+    [req("metadata.name", op, names)].into_iter().collect()
+}
+
+#[test]
+fn match_fields_pick_existing_nodes_by_name_and_never_new_nodes() {
+    let nodes = vec![roomy_node("node-a", true), roomy_node("node-b", true)];
+    let named = |name: &str, op: Operator, names: &[&str]| {
+        let mut p = pod(name, 100, 0);
+        p.required_node_affinity = vec![Requirements::new()];
+        p.required_node_fields = vec![by_name(op, names)];
+        p
+    };
+    // node-a comes first in order, but only node-b satisfies the fields.
+    let input = SchedulerInput {
+        node_pools: vec![pool("default", 4)],
+        existing_nodes: nodes,
+        pods: vec![
+            named("in-b", Operator::In, &["node-b"]),
+            named("not-a", Operator::NotIn, &["node-a"]),
+            named("gone", Operator::In, &["node-gone"]),
+        ],
+        ..SchedulerInput::default()
+    };
+    let result = Scheduler::new(input.clone()).solve();
+    assert_eq!(placed_on(&result, "in-b"), Some("node-b"));
+    assert_eq!(placed_on(&result, "not-a"), Some("node-b"));
+    // No node has that name, and no NodeClaim is created for it.
+    assert!(result.new_node_claims.is_empty());
+    assert_eq!(result.errors.len(), 1);
+    assert_eq!(result.errors[0].pod, "default/gone");
+    assert!(
+        result.errors[0].reason.contains("matchFields"),
+        "{}",
+        result.errors[0].reason
+    );
+    // Another required term without matchFields still does not let
+    // Karpenter provision for the pod; it may use an existing node through
+    // that term, though.
+    let mut either = pod("either", 100, 0);
+    either.required_node_affinity = vec![
+        Requirements::new(),
+        [req(labels::ARCH, Operator::In, &["amd64"])]
+            .into_iter()
+            .collect(),
+    ];
+    either.required_node_fields = vec![by_name(Operator::In, &["node-gone"]), Requirements::new()];
+    let alone = SchedulerInput {
+        existing_nodes: Vec::new(),
+        pods: vec![either.clone()],
+        ..input.clone()
+    };
+    let result = Scheduler::new(alone).solve();
+    assert!(result.new_node_claims.is_empty());
+    assert_eq!(result.errors.len(), 1, "{:?}", result.new_node_claims);
+    let mut amd64 = roomy_node("node-c", true);
+    amd64.labels.insert(labels::ARCH.into(), "amd64".into());
+    let with_node = SchedulerInput {
+        existing_nodes: vec![amd64],
+        pods: vec![either],
+        ..input
+    };
+    let result = Scheduler::new(with_node).solve();
+    assert_eq!(placed_on(&result, "either"), Some("node-c"));
+}

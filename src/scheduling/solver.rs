@@ -1107,9 +1107,18 @@ impl<'a> Solver<'a> {
         }
         let mut reasons = Vec::new();
         for pool in 0..self.pools.len() {
-            let claim = match self.new_claim(pool) {
+            let claim = match self.new_claim(pool, true) {
                 Ok(c) => c,
                 Err(reason) => {
+                    // A pool at its limits: if the pod could not use the pool
+                    // anyway, that is the reason to act on.
+                    let reason = match self.new_claim(pool, false) {
+                        Ok(unlimited) => self
+                            .eval_claim(true, pi, cur, &unlimited, true)
+                            .err()
+                            .unwrap_or(reason),
+                        Err(_) => reason,
+                    };
                     reasons.push(format!("nodepool {:?}: {reason}", self.pools[pool].name));
                     continue;
                 }
@@ -1154,9 +1163,12 @@ impl<'a> Solver<'a> {
         Err(reasons.join("; "))
     }
 
-    fn new_claim(&self, pool_i: usize) -> Result<Claim, String> {
+    /// An empty NodeClaim of the pool; with `respect_limits`, only instance
+    /// types that fit in what is left of the pool's limits.
+    fn new_claim(&self, pool_i: usize, respect_limits: bool) -> Result<Claim, String> {
         let pool = &self.pools[pool_i];
-        let options: Vec<u32> = if pool.limited {
+        let limited = pool.limited && respect_limits;
+        let options: Vec<u32> = if limited {
             pool.base_options
                 .iter()
                 .copied()
@@ -1187,7 +1199,7 @@ impl<'a> Solver<'a> {
                 dims.join(", ")
             ));
         }
-        let max_alloc = if pool.limited {
+        let max_alloc = if limited {
             self.max_alloc(pool, &options)
         } else {
             pool.base_max_alloc.clone()

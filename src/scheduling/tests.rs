@@ -507,6 +507,36 @@ fn heavier_pools_first_and_limits_are_not_overrun() {
 }
 
 #[test]
+fn a_pool_at_its_limits_reports_what_the_pod_lacks_first() {
+    let mut limited = pool("limited", 4);
+    limited.limits = BTreeMap::from([("cpu".to_string(), 2000)]);
+    let mut gpu = pod("gpu", 100, 0);
+    gpu.requests.set("nvidia.com/gpu", 1);
+    let result = solve(
+        vec![limited],
+        vec![pod("a", 1500, 0), pod("b", 1500, 0), gpu],
+    );
+    assert_eq!(result.new_node_claims.len(), 1);
+    let reason = |p: &str| {
+        result
+            .errors
+            .iter()
+            .find(|e| e.pod == format!("default/{p}"))
+            .map(|e| e.reason.clone())
+            .unwrap_or_default()
+    };
+    // b would fit the pool but for its limits.
+    assert!(reason("b").contains("limits (cpu)"), "{}", reason("b"));
+    // The GPU pod fits no instance type at all, limits or not.
+    assert!(
+        reason("gpu").contains("nvidia.com/gpu"),
+        "{}",
+        reason("gpu")
+    );
+    assert!(!reason("gpu").contains("limits"), "{}", reason("gpu"));
+}
+
+#[test]
 fn daemonset_overhead_counts_only_where_daemonsets_run() {
     let mut ds = pod("ds", 1000, 0);
     ds.owner_kind = Some("DaemonSet".into());

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, PodTemplateSpec};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -35,7 +35,7 @@ pub enum ManifestError {
     },
     /// A document's `apiVersion`/`kind` is not one `simulate` reads.
     #[error(
-        "{location}: unsupported kind {api_version}/{kind}; simulate reads NodePool, EC2NodeClass, Pod, Deployment, ReplicaSet, StatefulSet, Job, DaemonSet, Node and ConfigMap"
+        "{location}: unsupported kind {api_version}/{kind}; simulate reads NodePool, EC2NodeClass, Pod, Deployment, ReplicaSet, StatefulSet, Job, DaemonSet, Node, Namespace and ConfigMap"
     )]
     UnsupportedKind {
         /// `file (document N)`.
@@ -52,8 +52,7 @@ pub enum ManifestError {
 
 /// Kinds that describe no capacity or workload and are skipped without error,
 /// so an application's full manifest set can be passed as it is.
-pub const IGNORED_KINDS: [&str; 9] = [
-    "Namespace",
+pub const IGNORED_KINDS: [&str; 8] = [
     "Service",
     "ServiceAccount",
     "Secret",
@@ -79,6 +78,9 @@ pub struct Manifests {
     pub nodes: Vec<Node>,
     /// ConfigMaps (extension modules may be stored in `binaryData`).
     pub config_maps: Vec<ConfigMap>,
+    /// Namespaces: their labels are what pod (anti-)affinity
+    /// `namespaceSelector`s match.
+    pub namespaces: Vec<Namespace>,
 }
 
 #[derive(Deserialize)]
@@ -147,6 +149,7 @@ impl Manifests {
                 .push(with_default_namespace(typed(location, value)?)),
             ("v1", "Node") => self.nodes.push(typed(location, value)?),
             ("v1", "ConfigMap") => self.config_maps.push(typed(location, value)?),
+            ("v1", "Namespace") => self.namespaces.push(typed(location, value)?),
             ("apps", "DaemonSet") => self.daemon_sets.push(typed(location, value)?),
             ("apps", "Deployment") => {
                 let d: Deployment = typed(location, value)?;

@@ -227,6 +227,7 @@ pub fn scheduler_input(
             node: node.to_string(),
         });
     }
+    let namespace_labels = namespace_labels(manifests);
     let daemonsets = manifests
         .daemon_sets
         .iter()
@@ -238,6 +239,7 @@ pub fn scheduler_input(
             existing_nodes,
             pods: pending,
             daemonsets,
+            namespace_labels,
             options: SchedulerOptions {
                 ignore_preferences,
                 ..SchedulerOptions::default()
@@ -246,6 +248,28 @@ pub fn scheduler_input(
         },
         extensions: runs,
     })
+}
+
+/// Labels per namespace, for `namespaceSelector`s: those of the given
+/// Namespace manifests, and for a pod's namespace without one just the
+/// `kubernetes.io/metadata.name` label the API server puts on every namespace.
+pub fn namespace_labels(manifests: &Manifests) -> BTreeMap<String, BTreeMap<String, String>> {
+    const NAME_LABEL: &str = "kubernetes.io/metadata.name";
+    let mut out: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+    for ns in &manifests.namespaces {
+        let Some(name) = ns.metadata.name.clone() else {
+            continue;
+        };
+        let mut labels = ns.metadata.labels.clone().unwrap_or_default();
+        labels.insert(NAME_LABEL.to_string(), name.clone());
+        out.insert(name, labels);
+    }
+    for pod in &manifests.pods {
+        let name = pod.metadata.namespace.as_deref().unwrap_or("default");
+        out.entry(name.to_string())
+            .or_insert_with(|| BTreeMap::from([(NAME_LABEL.to_string(), name.to_string())]));
+    }
+    out
 }
 
 fn node_class_of<'a>(

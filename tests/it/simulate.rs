@@ -4,7 +4,10 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use nodewright::sim::{Plan, SimulateError, SimulateOptions, simulate};
+use nodewright::aws::catalog::Catalog;
+use nodewright::extensions::Extensions;
+use nodewright::sim::{Manifests, Plan, SimulateError, SimulateOptions, simulate};
+use nodewright_host::HostConfig;
 
 fn run(paths: &[&str]) -> Result<Plan, SimulateError> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
@@ -110,4 +113,108 @@ fn plan_json_has_the_documented_shape() {
 fn missing_node_pools_are_an_error() {
     let err = run(&["examples/quickstart/web.yaml"]).unwrap_err();
     assert!(matches!(err, SimulateError::NoNodePool), "{err}");
+}
+
+/// The quickstart's NodePool and EC2NodeClass, inline.
+const POOL: &str = r#"
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: general}
+spec:
+  template:
+    spec:
+      requirements:
+        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+        - {key: karpenter.k8s.aws/instance-category, operator: In, values: [c, m, r]}
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: default}
+spec:
+  role: NodeRole
+  amiSelectorTerms: [{alias: al2023@latest}]
+  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
+  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
+"#;
+
+fn plan_yaml(yaml: &str) -> Plan {
+    let mut manifests = Manifests::default();
+    manifests.add_yaml("test.yaml", yaml).unwrap();
+    let catalog = Catalog::embedded("us-east-1").unwrap();
+    let extensions = Extensions::new(HostConfig::default()).unwrap();
+    nodewright::sim::plan(&manifests, &catalog, &extensions, false).unwrap()
+}
+
+fn claim_with<'a>(plan: &'a Plan, pod: &str) -> &'a nodewright::sim::plan::PlannedNodeClaim {
+    plan.node_claims
+        .iter()
+        .find(|c| c.pods.iter().any(|p| p == pod))
+        .unwrap_or_else(|| panic!("{pod} not placed: {:?}", plan.unschedulable))
+}
+
+/// db and cache are the largest pods, so they are placed first, together.
+/// client's anti-affinity selects db through the Namespace manifest's label;
+/// sidecar's affinity selects cache through `kubernetes.io/metadata.name` of
+/// a namespace that has no manifest.
+const NAMESPACED: &str = r#"
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: team-a, labels: {team: a}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: db-0, namespace: team-a, labels: {app: db}}
+spec:
+  containers: [{name: c, image: x, resources: {requests: {cpu: "1", memory: 256Mi}}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: cache-0, namespace: plain, labels: {app: cache}}
+spec:
+  containers: [{name: c, image: x, resources: {requests: {cpu: "1", memory: 256Mi}}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: client, namespace: default}
+spec:
+  containers: [{name: c, image: x, resources: {requests: {cpu: 100m, memory: 256Mi}}}]
+  affinity:
+    podAntiAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+        - labelSelector: {matchLabels: {app: db}}
+          namespaceSelector: {matchLabels: {team: a}}
+          topologyKey: kubernetes.io/hostname
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: sidecar, namespace: default}
+spec:
+  containers: [{name: c, image: x, resources: {requests: {cpu: 100m, memory: 256Mi}}}]
+  affinity:
+    podAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+        - labelSelector: {matchLabels: {app: cache}}
+          namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: plain}}
+          topologyKey: kubernetes.io/hostname
+"#;
+
+#[test]
+fn namespace_selectors_match_namespace_manifests_and_the_name_label() {
+    let plan = plan_yaml(&format!("{POOL}{NAMESPACED}"));
+    assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
+    let shared = claim_with(&plan, "team-a/db-0");
+    assert!(shared.pods.contains(&"plain/cache-0".to_string()));
+    assert!(
+        !claim_with(&plan, "default/client")
+            .pods
+            .contains(&"team-a/db-0".to_string()),
+        "client's anti-affinity must keep it off db's node"
+    );
+    assert!(
+        claim_with(&plan, "default/sidecar")
+            .pods
+            .contains(&"plain/cache-0".to_string())
+    );
 }

@@ -65,6 +65,8 @@ struct TypeIdx {
 
 struct PoolIdx {
     name: String,
+    /// Why the pool may not launch (see `NodePoolSpec::blocked`).
+    blocked: Option<String>,
     reqs: Reqs,
     labels: BTreeMap<String, String>,
     taints: Vec<Taint>,
@@ -436,6 +438,7 @@ impl<'a> Solver<'a> {
                 .any(|t| t.offers.iter().any(|o| o.reservation.is_some()));
             let mut pool = PoolIdx {
                 name: spec.name.clone(),
+                blocked: spec.blocked.clone(),
                 reqs,
                 labels: spec.labels.clone(),
                 taints: spec.taints.clone(),
@@ -1167,6 +1170,9 @@ impl<'a> Solver<'a> {
     /// types that fit in what is left of the pool's limits.
     fn new_claim(&self, pool_i: usize, respect_limits: bool) -> Result<Claim, String> {
         let pool = &self.pools[pool_i];
+        if let Some(blocked) = &pool.blocked {
+            return Err(format!("launches are blocked: {blocked}"));
+        }
         let limited = pool.limited && respect_limits;
         let options: Vec<u32> = if limited {
             pool.base_options

@@ -1144,3 +1144,35 @@ fn match_fields_pick_existing_nodes_by_name_and_never_new_nodes() {
     let result = Scheduler::new(with_node).solve();
     assert_eq!(placed_on(&result, "either"), Some("node-c"));
 }
+
+#[test]
+fn a_blocked_pool_launches_nothing_and_says_why() {
+    let mut blocked = pool("blocked", 4);
+    blocked.weight = 100;
+    blocked.blocked = Some("EC2NodeClass \"x\": filter failed: boom".into());
+    let mut only_blocked = pod("pinned", 100, 0);
+    only_blocked
+        .node_selector
+        .insert(labels::NODE_POOL.into(), "blocked".into());
+    let result = solve(
+        vec![blocked, pool("fallback", 4)],
+        vec![pod("free", 100, 0), only_blocked],
+    );
+    // The heavier pool is skipped, not used.
+    assert_eq!(claim_of(&result, "free").node_pool, "fallback");
+    assert!(
+        result
+            .new_node_claims
+            .iter()
+            .all(|c| c.node_pool != "blocked")
+    );
+    assert_eq!(result.errors.len(), 1);
+    let reason = &result.errors[0].reason;
+    assert!(
+        reason.contains(
+            "nodepool \"blocked\": launches are blocked: EC2NodeClass \"x\": filter failed: boom"
+        ),
+        "{reason}"
+    );
+    assert!(!reason.contains("no instance type"), "{reason}");
+}

@@ -200,6 +200,12 @@ pub fn scheduler_input(
         ));
         let mut spec = node_pool_spec(pool, outcome.instance_types.clone())?;
         spec.priority_scores = outcome.priority_scores.clone();
+        spec.blocked = outcome.blocked.as_deref().map(|why| {
+            // Some messages already name the class; do not name it twice.
+            let prefix = format!("EC2NodeClass {class_name:?}: ");
+            let why = why.strip_prefix(&prefix).unwrap_or(why);
+            format!("EC2NodeClass {class_name:?} cannot launch because of its extensions: {why}")
+        });
         node_pools.push(spec);
     }
 
@@ -370,5 +376,6 @@ pub fn node_pool_spec(
         limits,
         instance_types,
         priority_scores: None,
+        blocked: None,
     })
 }

@@ -218,3 +218,64 @@ fn namespace_selectors_match_namespace_manifests_and_the_name_label() {
             .contains(&"plain/cache-0".to_string())
     );
 }
+
+#[test]
+fn a_node_pool_blocked_by_a_failing_extension_is_named_in_each_reason() {
+    let digest = "0".repeat(64);
+    let broken = format!(
+        r#"
+---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {{name: filtered}}
+spec:
+  weight: 100
+  template:
+    spec:
+      requirements: []
+      nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: broken}}
+---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {{name: broken}}
+spec:
+  role: NodeRole
+  amiSelectorTerms: [{{alias: al2023@latest}}]
+  subnetSelectorTerms: [{{tags: {{karpenter.sh/discovery: demo}}}}]
+  securityGroupSelectorTerms: [{{tags: {{karpenter.sh/discovery: demo}}}}]
+  extensions:
+    instanceFilters:
+      - name: missing
+        path: /nonexistent/filter.wasm
+        sha256: "{digest}"
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: pinned}}
+spec:
+  nodeSelector: {{karpenter.sh/nodepool: filtered}}
+  containers: [{{name: c, image: x, resources: {{requests: {{cpu: 100m}}}}}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: free}}
+spec:
+  containers: [{{name: c, image: x, resources: {{requests: {{cpu: 100m}}}}}}]
+"#
+    );
+    let plan = plan_yaml(&format!("{POOL}{broken}"));
+    // The heavier, blocked pool launches nothing; the other one is used.
+    assert_eq!(claim_with(&plan, "default/free").node_pool, "general");
+    assert!(plan.node_claims.iter().all(|c| c.node_pool != "filtered"));
+    assert_eq!(plan.unschedulable.len(), 1, "{:?}", plan.unschedulable);
+    let reason = &plan.unschedulable[0].reason;
+    assert_eq!(plan.unschedulable[0].pod, "default/pinned");
+    for part in [
+        "nodepool \"filtered\"",
+        "EC2NodeClass \"broken\"",
+        "spec.extensions.instanceFilters[0] (missing)",
+    ] {
+        assert!(reason.contains(part), "{part} not in {reason}");
+    }
+    assert!(!reason.contains("no instance type"), "{reason}");
+}

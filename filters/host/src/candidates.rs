@@ -1,10 +1,10 @@
 //! Instance types prepared for calls. The controller builds one
 //! [`InstanceTypeSet`] per catalog version and reuses it for every filter
-//! and scorer call: the table (each string stored once, nested lists
-//! flattened) and its WIT form are built once, not per call.
+//! and scorer call: the column-wise table (each string stored once, nested
+//! lists flattened) and its WIT form are built once, not per call.
 
 use nodewright_filter::{
-    AcceleratorRow, Architecture, CapacityType, InstanceType, InstanceTypeInfo, InstanceTypes, Span,
+    AcceleratorColumns, Architecture, InstanceType, InstanceTypeInfo, InstanceTypes,
 };
 
 use crate::bindings::wit;
@@ -70,71 +70,47 @@ impl From<Vec<InstanceTypeInfo>> for InstanceTypeSet {
 }
 
 fn to_wit(table: &InstanceTypes) -> wit::InstanceTypes {
-    let p = table.parts();
-    let span = |s: Span| wit::Span {
-        start: s.start,
-        len: s.len,
-    };
-    let accel = |a: &AcceleratorRow| wit::Accelerator {
+    let p = table.parts().clone();
+    let accelerators = |a: AcceleratorColumns| wit::AcceleratorColumns {
         name: a.name,
         manufacturer: a.manufacturer,
         count: a.count,
         memory_mib: a.memory_mib,
     };
     wit::InstanceTypes {
-        text: p.text.clone(),
-        ends: p.ends.clone(),
-        items: p
-            .rows
-            .iter()
-            .map(|r| wit::InstanceType {
-                name: r.name,
-                family: r.family,
-                category: r.category,
-                generation: r.generation,
-                size: r.size,
-                architecture: architecture(r.architecture),
-                cpu_manufacturer: r.cpu_manufacturer,
-                vcpu: r.vcpu,
-                memory_mib: r.memory_mib,
-                gpus: span(r.gpus),
-                accelerators: span(r.accelerators),
-                local_nvme_gib: r.local_nvme_gib,
-                network_bandwidth_mbps: r.network_bandwidth_mbps,
-                ebs_bandwidth_mbps: r.ebs_bandwidth_mbps,
-                hypervisor: r.hypervisor,
-                bare_metal: r.bare_metal,
-                burstable: r.burstable,
-                current_generation: r.current_generation,
-                encryption_in_transit: r.encryption_in_transit,
-                labels: span(r.labels),
-                offerings: span(r.offerings),
-            })
-            .collect(),
-        accelerators: p.accelerators.iter().map(accel).collect(),
-        labels: p
-            .labels
-            .iter()
-            .map(|l| wit::Label {
-                key: l.key,
-                value: l.value,
-            })
-            .collect(),
-        offerings: p
-            .offerings
-            .iter()
-            .map(|o| wit::Offering {
-                zone: o.zone,
-                capacity_type: match o.capacity_type {
-                    CapacityType::OnDemand => wit::CapacityType::OnDemand,
-                    CapacityType::Spot => wit::CapacityType::Spot,
-                    CapacityType::Reserved => wit::CapacityType::Reserved,
-                },
-                price: o.price,
-                available: o.available,
-                reservation_id: o.reservation_id,
-            })
-            .collect(),
+        text: p.text,
+        ends: p.ends,
+        name: p.name,
+        family: p.family,
+        category: p.category,
+        generation: p.generation,
+        size: p.size,
+        architecture: p.architecture,
+        cpu_manufacturer: p.cpu_manufacturer,
+        vcpu: p.vcpu,
+        memory_mib: p.memory_mib,
+        local_nvme_gib: p.local_nvme_gib,
+        network_bandwidth_mbps: p.network_bandwidth_mbps,
+        ebs_bandwidth_mbps: p.ebs_bandwidth_mbps,
+        hypervisor: p.hypervisor,
+        traits: p.traits,
+        gpus: accelerators(p.gpus),
+        gpu_ends: p.gpu_ends,
+        accelerators: accelerators(p.accelerators),
+        accelerator_ends: p.accelerator_ends,
+        labels: wit::LabelColumns {
+            key: p.labels.key,
+            value: p.labels.value,
+        },
+        label_ends: p.label_ends,
+        offerings: wit::OfferingColumns {
+            zone: p.offerings.zone,
+            capacity_type: p.offerings.capacity_type,
+            price: p.offerings.price,
+            available: p.offerings.available,
+            reservation_id: p.offerings.reservation_id,
+        },
+        offering_ends: p.offering_ends,
     }
 }
 

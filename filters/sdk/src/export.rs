@@ -28,83 +28,58 @@ macro_rules! __nodewright_convert_common {
 }
 
 /// Conversion of the WIT instance-type table into the SDK's checked table.
-/// Only flat lists of numbers are copied; the text moves as is.
+/// Every column moves as is; nothing is copied.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __nodewright_convert_instance_types {
     () => {
+        fn __accelerators(a: __wit::AcceleratorColumns) -> $crate::AcceleratorColumns {
+            $crate::AcceleratorColumns {
+                name: a.name,
+                manufacturer: a.manufacturer,
+                count: a.count,
+                memory_mib: a.memory_mib,
+            }
+        }
+
         fn __instance_types(
-            set: __wit::InstanceTypes,
+            t: __wit::InstanceTypes,
         ) -> ::core::result::Result<$crate::InstanceTypes, ::std::string::String> {
-            let span = |s: __wit::Span| $crate::Span {
-                start: s.start,
-                len: s.len,
-            };
-            let parts = $crate::TableParts {
-                text: set.text,
-                ends: set.ends,
-                rows: set
-                    .items
-                    .into_iter()
-                    .map(|r| $crate::InstanceTypeRow {
-                        name: r.name,
-                        family: r.family,
-                        category: r.category,
-                        generation: r.generation,
-                        size: r.size,
-                        architecture: __architecture(r.architecture),
-                        cpu_manufacturer: r.cpu_manufacturer,
-                        vcpu: r.vcpu,
-                        memory_mib: r.memory_mib,
-                        gpus: span(r.gpus),
-                        accelerators: span(r.accelerators),
-                        local_nvme_gib: r.local_nvme_gib,
-                        network_bandwidth_mbps: r.network_bandwidth_mbps,
-                        ebs_bandwidth_mbps: r.ebs_bandwidth_mbps,
-                        hypervisor: r.hypervisor,
-                        bare_metal: r.bare_metal,
-                        burstable: r.burstable,
-                        current_generation: r.current_generation,
-                        encryption_in_transit: r.encryption_in_transit,
-                        labels: span(r.labels),
-                        offerings: span(r.offerings),
-                    })
-                    .collect(),
-                accelerators: set
-                    .accelerators
-                    .into_iter()
-                    .map(|a| $crate::AcceleratorRow {
-                        name: a.name,
-                        manufacturer: a.manufacturer,
-                        count: a.count,
-                        memory_mib: a.memory_mib,
-                    })
-                    .collect(),
-                labels: set
-                    .labels
-                    .into_iter()
-                    .map(|l| $crate::LabelRow {
-                        key: l.key,
-                        value: l.value,
-                    })
-                    .collect(),
-                offerings: set
-                    .offerings
-                    .into_iter()
-                    .map(|o| $crate::OfferingRow {
-                        zone: o.zone,
-                        capacity_type: match o.capacity_type {
-                            __wit::CapacityType::OnDemand => $crate::CapacityType::OnDemand,
-                            __wit::CapacityType::Spot => $crate::CapacityType::Spot,
-                            __wit::CapacityType::Reserved => $crate::CapacityType::Reserved,
-                        },
-                        price: o.price,
-                        available: o.available,
-                        reservation_id: o.reservation_id,
-                    })
-                    .collect(),
-            };
-            $crate::InstanceTypes::from_parts(parts)
+            $crate::InstanceTypes::from_parts($crate::TableParts {
+                text: t.text,
+                ends: t.ends,
+                name: t.name,
+                family: t.family,
+                category: t.category,
+                generation: t.generation,
+                size: t.size,
+                architecture: t.architecture,
+                cpu_manufacturer: t.cpu_manufacturer,
+                vcpu: t.vcpu,
+                memory_mib: t.memory_mib,
+                local_nvme_gib: t.local_nvme_gib,
+                network_bandwidth_mbps: t.network_bandwidth_mbps,
+                ebs_bandwidth_mbps: t.ebs_bandwidth_mbps,
+                hypervisor: t.hypervisor,
+                traits: t.traits,
+                gpus: __accelerators(t.gpus),
+                gpu_ends: t.gpu_ends,
+                accelerators: __accelerators(t.accelerators),
+                accelerator_ends: t.accelerator_ends,
+                labels: $crate::LabelColumns {
+                    key: t.labels.key,
+                    value: t.labels.value,
+                },
+                label_ends: t.label_ends,
+                offerings: $crate::OfferingColumns {
+                    zone: t.offerings.zone,
+                    capacity_type: t.offerings.capacity_type,
+                    price: t.offerings.price,
+                    available: t.offerings.available,
+                    reservation_id: t.offerings.reservation_id,
+                },
+                offering_ends: t.offering_ends,
+            })
         }
     };
 }

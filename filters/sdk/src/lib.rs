@@ -10,8 +10,8 @@
 //! unit-test their logic.
 //!
 //! Instance types reach a filter or scorer as [`InstanceType`] views over one
-//! shared [`InstanceTypes`] table, so a call over the whole catalog copies a
-//! few flat lists instead of thousands of strings. Build fixtures as
+//! shared column-wise [`InstanceTypes`] table, so a call over the whole catalog
+//! copies a few dozen lists of plain numbers instead of thousands of records. Build fixtures as
 //! [`InstanceTypeInfo`] and turn them into a table with
 //! [`InstanceTypes::from_infos`].
 
@@ -32,8 +32,9 @@ pub mod wasm;
 
 pub use labels::well_known;
 pub use table::{
-    AcceleratorRef, AcceleratorRow, InstanceType, InstanceTypeRow, InstanceTypes, LabelRow,
-    OfferingRef, OfferingRow, Span, StrRef, TableParts,
+    AcceleratorColumns, AcceleratorRef, InstanceType, InstanceTypes, LabelColumns, OfferingColumns,
+    OfferingRef, StrRef, TRAIT_BARE_METAL, TRAIT_BURSTABLE, TRAIT_CURRENT_GENERATION,
+    TRAIT_ENCRYPTION_IN_TRANSIT, TableParts,
 };
 pub use types::{
     Accelerator, Ami, AmiState, Architecture, CapacityType, ConfigError, Context, InstanceTypeInfo,

@@ -1,15 +1,16 @@
 //! The instance-type table a call carries, and the borrowed views authors
 //! read it through.
 //!
-//! A call over the full catalog passes ~1,300 instance types with ~10
-//! offerings each. Passing them as nested records with their own strings
-//! costs tens of thousands of allocations on both sides of the Wasm
-//! boundary, which is most of a call's time. The table instead keeps every
-//! string once in one text buffer, and every nested list (accelerators,
-//! labels, offerings) as one flat list that rows point into with a
-//! [`Span`]. The host builds it once per catalog version; a call copies a
-//! handful of flat lists. [`InstanceType`] and its `*Ref` companions read it
-//! without allocating.
+//! A call over the full catalog passes ~1,400 instance types with ~10
+//! offerings each. Passed as records, every field of every item is written
+//! into the guest one at a time and read back one at a time, which was most
+//! of a call's time. The table is instead column-wise: one list of plain
+//! numbers per field, which both sides copy in bulk. Every string is stored
+//! once in one text buffer and referred to by index ([`StrRef`]); nested
+//! lists (GPUs, accelerators, labels, offerings) are flat columns with an
+//! `*_ends` column giving where each instance type's items end. The host
+//! builds the table once per catalog version. [`InstanceType`] and its
+//! `*Ref` companions read it without allocating.
 
 use std::collections::BTreeMap;
 
@@ -18,102 +19,122 @@ use crate::types::{Accelerator, Architecture, CapacityType, InstanceTypeInfo, Of
 /// Index of a string in the table's text (`str-ref` in the WIT contract).
 pub type StrRef = u32;
 
-/// A range of a flat list: `len` items starting at `start`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Span {
-    /// First item.
-    pub start: u32,
-    /// Number of items.
-    pub len: u32,
-}
+/// Bit in [`TableParts::traits`]: a `.metal` size.
+pub const TRAIT_BARE_METAL: u8 = 1;
+/// Bit in [`TableParts::traits`]: burstable performance (CPU credits).
+pub const TRAIT_BURSTABLE: u8 = 1 << 1;
+/// Bit in [`TableParts::traits`]: EC2 lists the type as current generation.
+pub const TRAIT_CURRENT_GENERATION: u8 = 1 << 2;
+/// Bit in [`TableParts::traits`]: supports encryption in transit.
+pub const TRAIT_ENCRYPTION_IN_TRANSIT: u8 = 1 << 3;
 
-impl Span {
-    fn range(self) -> std::ops::Range<usize> {
-        let start = self.start as usize;
-        start..start.saturating_add(self.len as usize)
+/// Column codes of [`Architecture`]: its position in the WIT enum.
+fn architecture_code(a: Architecture) -> u8 {
+    match a {
+        Architecture::Amd64 => 0,
+        Architecture::Arm64 => 1,
     }
 }
 
-/// One instance type; strings are [`StrRef`]s, nested lists are [`Span`]s.
-#[derive(Debug, Clone, Copy, PartialEq)]
-#[allow(missing_docs)] // Fields mirror `InstanceTypeInfo`, which documents them.
-pub struct InstanceTypeRow {
-    pub name: StrRef,
-    pub family: StrRef,
-    pub category: StrRef,
-    pub generation: u32,
-    pub size: StrRef,
-    pub architecture: Architecture,
-    pub cpu_manufacturer: StrRef,
-    pub vcpu: u32,
-    pub memory_mib: u64,
-    /// Into [`TableParts::accelerators`].
-    pub gpus: Span,
-    /// Into [`TableParts::accelerators`].
-    pub accelerators: Span,
-    pub local_nvme_gib: u64,
-    pub network_bandwidth_mbps: u32,
-    pub ebs_bandwidth_mbps: u32,
-    pub hypervisor: StrRef,
-    pub bare_metal: bool,
-    pub burstable: bool,
-    pub current_generation: bool,
-    pub encryption_in_transit: bool,
-    /// Into [`TableParts::labels`].
-    pub labels: Span,
-    /// Into [`TableParts::offerings`].
-    pub offerings: Span,
+fn architecture_from(code: u8) -> Architecture {
+    if code == 1 {
+        Architecture::Arm64
+    } else {
+        Architecture::Amd64
+    }
 }
 
-/// A GPU or accelerator row.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Column codes of [`CapacityType`]: 0 on-demand, 1 spot, 2 reserved.
+fn capacity_type_code(c: CapacityType) -> u8 {
+    match c {
+        CapacityType::OnDemand => 0,
+        CapacityType::Spot => 1,
+        CapacityType::Reserved => 2,
+    }
+}
+
+fn capacity_type_from(code: u8) -> CapacityType {
+    match code {
+        1 => CapacityType::Spot,
+        2 => CapacityType::Reserved,
+        _ => CapacityType::OnDemand,
+    }
+}
+
+/// GPUs or other accelerators, one entry per device kind.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[allow(missing_docs)] // Mirrors `Accelerator`, which documents the fields.
+pub struct AcceleratorColumns {
+    pub name: Vec<StrRef>,
+    pub manufacturer: Vec<StrRef>,
+    pub count: Vec<u32>,
+    pub memory_mib: Vec<u64>,
+}
+
+/// Labels without a typed accessor.
+#[derive(Debug, Clone, Default, PartialEq)]
 #[allow(missing_docs)]
-pub struct AcceleratorRow {
-    pub name: StrRef,
-    pub manufacturer: StrRef,
-    pub count: u32,
-    pub memory_mib: u64,
+pub struct LabelColumns {
+    pub key: Vec<StrRef>,
+    pub value: Vec<StrRef>,
 }
 
-/// A label row.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[allow(missing_docs)]
-pub struct LabelRow {
-    pub key: StrRef,
-    pub value: StrRef,
+/// Offerings.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[allow(missing_docs)] // Mirrors `Offering`, which documents the fields.
+pub struct OfferingColumns {
+    pub zone: Vec<StrRef>,
+    /// 0 on-demand, 1 spot, 2 reserved.
+    pub capacity_type: Vec<u8>,
+    pub price: Vec<f64>,
+    /// 0 or 1.
+    pub available: Vec<u8>,
+    /// The empty string for offerings that are not reserved.
+    pub reservation_id: Vec<StrRef>,
 }
 
-/// An offering row.
-#[derive(Debug, Clone, Copy, PartialEq)]
-#[allow(missing_docs)]
-pub struct OfferingRow {
-    pub zone: StrRef,
-    pub capacity_type: CapacityType,
-    pub price: f64,
-    pub available: bool,
-    pub reservation_id: Option<StrRef>,
-}
-
-/// The raw pieces of a table, exactly as the WIT `instance-types` record
+/// The raw columns of a table, exactly as the WIT `instance-types` record
 /// carries them. [`InstanceTypes::from_parts`] checks them.
 #[derive(Debug, Clone, Default, PartialEq)]
+#[allow(missing_docs)] // Per-type columns mirror `InstanceTypeInfo`.
 pub struct TableParts {
-    /// Every string, concatenated.
+    /// Every distinct string, concatenated.
     pub text: String,
     /// String `i` is `text[ends[i-1]..ends[i]]` (from 0 for `i == 0`).
     pub ends: Vec<u32>,
-    /// One row per candidate, in candidate order.
-    pub rows: Vec<InstanceTypeRow>,
-    /// GPUs and accelerators of every row.
-    pub accelerators: Vec<AcceleratorRow>,
-    /// Labels of every row.
-    pub labels: Vec<LabelRow>,
-    /// Offerings of every row.
-    pub offerings: Vec<OfferingRow>,
+    pub name: Vec<StrRef>,
+    pub family: Vec<StrRef>,
+    pub category: Vec<StrRef>,
+    pub generation: Vec<u32>,
+    pub size: Vec<StrRef>,
+    /// 0 amd64, 1 arm64.
+    pub architecture: Vec<u8>,
+    pub cpu_manufacturer: Vec<StrRef>,
+    pub vcpu: Vec<u32>,
+    pub memory_mib: Vec<u64>,
+    pub local_nvme_gib: Vec<u64>,
+    pub network_bandwidth_mbps: Vec<u32>,
+    pub ebs_bandwidth_mbps: Vec<u32>,
+    pub hypervisor: Vec<StrRef>,
+    /// `TRAIT_*` bits.
+    pub traits: Vec<u8>,
+    pub gpus: AcceleratorColumns,
+    /// Type `i`'s GPUs are `gpus[gpu_ends[i-1]..gpu_ends[i]]`.
+    pub gpu_ends: Vec<u32>,
+    pub accelerators: AcceleratorColumns,
+    /// Type `i`'s accelerators end at `accelerator_ends[i]`.
+    pub accelerator_ends: Vec<u32>,
+    pub labels: LabelColumns,
+    /// Type `i`'s labels end at `label_ends[i]`.
+    pub label_ends: Vec<u32>,
+    pub offerings: OfferingColumns,
+    /// Type `i`'s offerings end at `offering_ends[i]`.
+    pub offering_ends: Vec<u32>,
 }
 
-/// A checked instance-type table: every string index and span is in range,
-/// so the views below never fail.
+/// A checked instance-type table: every column has its expected length and
+/// every string index and end offset is in range, so the views below never
+/// fail.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct InstanceTypes {
     parts: TableParts,
@@ -130,25 +151,25 @@ impl InstanceTypes {
         InstanceTypes { parts: b.parts }
     }
 
-    /// Checks raw parts received over the wire.
+    /// Checks raw columns received over the wire.
     pub fn from_parts(parts: TableParts) -> Result<InstanceTypes, String> {
         check(&parts)?;
         Ok(InstanceTypes { parts })
     }
 
-    /// The raw parts, for the host to hand to a component.
+    /// The raw columns, for the host to hand to a component.
     pub fn parts(&self) -> &TableParts {
         &self.parts
     }
 
     /// Number of instance types.
     pub fn len(&self) -> usize {
-        self.parts.rows.len()
+        self.parts.name.len()
     }
 
     /// No instance types.
     pub fn is_empty(&self) -> bool {
-        self.parts.rows.is_empty()
+        self.parts.name.is_empty()
     }
 
     /// Number of distinct strings (what a call copies as text).
@@ -158,10 +179,8 @@ impl InstanceTypes {
 
     /// A view of every instance type, in candidate order.
     pub fn views(&self) -> Vec<InstanceType<'_>> {
-        self.parts
-            .rows
-            .iter()
-            .map(|row| InstanceType { table: self, row })
+        (0..self.len())
+            .map(|i| InstanceType { table: self, i })
             .collect()
     }
 
@@ -174,17 +193,34 @@ impl InstanceTypes {
         };
         self.parts.text.get(start..end).unwrap_or("")
     }
-
-    fn slice<T>(list: &[T], span: Span) -> &[T] {
-        list.get(span.range()).unwrap_or(&[])
-    }
 }
 
-/// Interns strings and appends rows.
+/// Item `i` of a column; checked tables always have it.
+fn at<T: Copy + Default>(column: &[T], i: usize) -> T {
+    column.get(i).copied().unwrap_or_default()
+}
+
+/// The items of instance type `i` in a flat column with an ends column.
+fn items(ends: &[u32], i: usize) -> std::ops::Range<usize> {
+    let end = at(ends, i) as usize;
+    let start = match i.checked_sub(1) {
+        Some(p) => at(ends, p) as usize,
+        None => 0,
+    };
+    start..end.max(start)
+}
+
+/// Interns strings and appends columns.
 #[derive(Default)]
 struct Builder {
     parts: TableParts,
     index: std::collections::HashMap<String, StrRef>,
+}
+
+fn end_of<T>(column: &[T]) -> u32 {
+    // A catalog has a few thousand types and strings, far below u32::MAX;
+    // saturate rather than wrap if that ever changes.
+    u32::try_from(column.len()).unwrap_or(u32::MAX)
 }
 
 impl Builder {
@@ -192,150 +228,203 @@ impl Builder {
         if let Some(&i) = self.index.get(s) {
             return i;
         }
-        // A catalog has a few thousand distinct strings of a few bytes, far
-        // below u32::MAX; saturate rather than wrap if that ever changes.
-        let i = u32::try_from(self.parts.ends.len()).unwrap_or(u32::MAX);
+        let i = end_of(&self.parts.ends);
         self.parts.text.push_str(s);
-        let end = u32::try_from(self.parts.text.len()).unwrap_or(u32::MAX);
-        self.parts.ends.push(end);
+        self.parts.ends.push(end_of(self.parts.text.as_bytes()));
         self.index.insert(s.to_string(), i);
         i
     }
 
-    fn span<T>(list: &[T], start: usize) -> Span {
-        Span {
-            start: u32::try_from(start).unwrap_or(u32::MAX),
-            len: u32::try_from(list.len() - start).unwrap_or(u32::MAX),
-        }
-    }
-
-    fn accelerators(&mut self, list: &[Accelerator]) -> Span {
-        let start = self.parts.accelerators.len();
+    fn accelerators(&mut self, list: &[Accelerator], gpus: bool) {
         for a in list {
-            let row = AcceleratorRow {
-                name: self.intern(&a.name),
-                manufacturer: self.intern(&a.manufacturer),
-                count: a.count,
-                memory_mib: a.memory_mib,
+            let name = self.intern(&a.name);
+            let manufacturer = self.intern(&a.manufacturer);
+            let cols = if gpus {
+                &mut self.parts.gpus
+            } else {
+                &mut self.parts.accelerators
             };
-            self.parts.accelerators.push(row);
+            cols.name.push(name);
+            cols.manufacturer.push(manufacturer);
+            cols.count.push(a.count);
+            cols.memory_mib.push(a.memory_mib);
         }
-        Self::span(&self.parts.accelerators, start)
+        let (cols, ends) = if gpus {
+            (&self.parts.gpus, &mut self.parts.gpu_ends)
+        } else {
+            (&self.parts.accelerators, &mut self.parts.accelerator_ends)
+        };
+        ends.push(end_of(&cols.name));
     }
 
     fn push(&mut self, it: &InstanceTypeInfo) {
-        let gpus = self.accelerators(&it.gpus);
-        let accelerators = self.accelerators(&it.accelerators);
-        let start = self.parts.labels.len();
+        self.accelerators(&it.gpus, true);
+        self.accelerators(&it.accelerators, false);
         for (k, v) in &it.labels {
-            let row = LabelRow {
-                key: self.intern(k),
-                value: self.intern(v),
-            };
-            self.parts.labels.push(row);
+            let key = self.intern(k);
+            let value = self.intern(v);
+            self.parts.labels.key.push(key);
+            self.parts.labels.value.push(value);
         }
-        let labels = Self::span(&self.parts.labels, start);
-        let start = self.parts.offerings.len();
+        self.parts.label_ends.push(end_of(&self.parts.labels.key));
         for o in &it.offerings {
-            let row = OfferingRow {
-                zone: self.intern(&o.zone),
-                capacity_type: o.capacity_type,
-                price: o.price,
-                available: o.available,
-                reservation_id: o.reservation_id.as_deref().map(|r| self.intern(r)),
-            };
-            self.parts.offerings.push(row);
+            let zone = self.intern(&o.zone);
+            let reservation = self.intern(o.reservation_id.as_deref().unwrap_or(""));
+            let cols = &mut self.parts.offerings;
+            cols.zone.push(zone);
+            cols.capacity_type.push(capacity_type_code(o.capacity_type));
+            cols.price.push(o.price);
+            cols.available.push(u8::from(o.available));
+            cols.reservation_id.push(reservation);
         }
-        let offerings = Self::span(&self.parts.offerings, start);
-        let row = InstanceTypeRow {
-            name: self.intern(&it.name),
-            family: self.intern(&it.family),
-            category: self.intern(&it.category),
-            generation: it.generation,
-            size: self.intern(&it.size),
-            architecture: it.architecture,
-            cpu_manufacturer: self.intern(&it.cpu_manufacturer),
-            vcpu: it.vcpu,
-            memory_mib: it.memory_mib,
-            gpus,
-            accelerators,
-            local_nvme_gib: it.local_nvme_gib,
-            network_bandwidth_mbps: it.network_bandwidth_mbps,
-            ebs_bandwidth_mbps: it.ebs_bandwidth_mbps,
-            hypervisor: self.intern(&it.hypervisor),
-            bare_metal: it.bare_metal,
-            burstable: it.burstable,
-            current_generation: it.current_generation,
-            encryption_in_transit: it.encryption_in_transit,
-            labels,
-            offerings,
-        };
-        self.parts.rows.push(row);
+        self.parts
+            .offering_ends
+            .push(end_of(&self.parts.offerings.zone));
+        let strings = [
+            &it.name,
+            &it.family,
+            &it.category,
+            &it.size,
+            &it.cpu_manufacturer,
+            &it.hypervisor,
+        ]
+        .map(|s| self.intern(s));
+        let p = &mut self.parts;
+        for (column, value) in [
+            &mut p.name,
+            &mut p.family,
+            &mut p.category,
+            &mut p.size,
+            &mut p.cpu_manufacturer,
+            &mut p.hypervisor,
+        ]
+        .into_iter()
+        .zip(strings)
+        {
+            column.push(value);
+        }
+        p.generation.push(it.generation);
+        p.architecture.push(architecture_code(it.architecture));
+        p.vcpu.push(it.vcpu);
+        p.memory_mib.push(it.memory_mib);
+        p.local_nvme_gib.push(it.local_nvme_gib);
+        p.network_bandwidth_mbps.push(it.network_bandwidth_mbps);
+        p.ebs_bandwidth_mbps.push(it.ebs_bandwidth_mbps);
+        let mut traits = 0;
+        for (set, bit) in [
+            (it.bare_metal, TRAIT_BARE_METAL),
+            (it.burstable, TRAIT_BURSTABLE),
+            (it.current_generation, TRAIT_CURRENT_GENERATION),
+            (it.encryption_in_transit, TRAIT_ENCRYPTION_IN_TRANSIT),
+        ] {
+            if set {
+                traits |= bit;
+            }
+        }
+        p.traits.push(traits);
     }
 }
 
-/// Checks every offset, string index and span.
+/// Checks column lengths, end offsets, string indices and codes.
 fn check(p: &TableParts) -> Result<(), String> {
     let mut prev = 0usize;
     for (i, &end) in p.ends.iter().enumerate() {
         let end = end as usize;
         if end < prev || end > p.text.len() || !p.text.is_char_boundary(end) {
             return Err(format!(
-                "string {i} ends at byte {end}, outside the {}-byte text or before string {}",
-                p.text.len(),
-                i.saturating_sub(1)
+                "string {i} ends at byte {end}, outside the {}-byte text or before the string before it",
+                p.text.len()
             ));
         }
         prev = end;
     }
+    let n = p.name.len();
+    let len_ok = |what: &str, len: usize, want: usize| -> Result<(), String> {
+        if len == want {
+            Ok(())
+        } else {
+            Err(format!("column {what} has {len} entries, expected {want}"))
+        }
+    };
+    for (what, len) in [
+        ("family", p.family.len()),
+        ("category", p.category.len()),
+        ("generation", p.generation.len()),
+        ("size", p.size.len()),
+        ("architecture", p.architecture.len()),
+        ("cpu-manufacturer", p.cpu_manufacturer.len()),
+        ("vcpu", p.vcpu.len()),
+        ("memory-mib", p.memory_mib.len()),
+        ("local-nvme-gib", p.local_nvme_gib.len()),
+        ("network-bandwidth-mbps", p.network_bandwidth_mbps.len()),
+        ("ebs-bandwidth-mbps", p.ebs_bandwidth_mbps.len()),
+        ("hypervisor", p.hypervisor.len()),
+        ("traits", p.traits.len()),
+        ("gpu-ends", p.gpu_ends.len()),
+        ("accelerator-ends", p.accelerator_ends.len()),
+        ("label-ends", p.label_ends.len()),
+        ("offering-ends", p.offering_ends.len()),
+    ] {
+        len_ok(what, len, n)?;
+    }
+    let ends_ok = |what: &str, ends: &[u32], items: usize| -> Result<(), String> {
+        let mut prev = 0u32;
+        for &end in ends {
+            if end < prev {
+                return Err(format!("{what} decreases ({end} after {prev})"));
+            }
+            prev = end;
+        }
+        len_ok(&format!("{what} total"), prev as usize, items)
+    };
+    for (what, cols, ends) in [
+        ("gpus", &p.gpus, &p.gpu_ends),
+        ("accelerators", &p.accelerators, &p.accelerator_ends),
+    ] {
+        let m = cols.name.len();
+        len_ok(&format!("{what}.manufacturer"), cols.manufacturer.len(), m)?;
+        len_ok(&format!("{what}.count"), cols.count.len(), m)?;
+        len_ok(&format!("{what}.memory-mib"), cols.memory_mib.len(), m)?;
+        ends_ok(&format!("{what} ends"), ends, m)?;
+    }
+    len_ok("labels.value", p.labels.value.len(), p.labels.key.len())?;
+    ends_ok("label-ends", &p.label_ends, p.labels.key.len())?;
+    let o = &p.offerings;
+    let m = o.zone.len();
+    len_ok("offerings.capacity-type", o.capacity_type.len(), m)?;
+    len_ok("offerings.price", o.price.len(), m)?;
+    len_ok("offerings.available", o.available.len(), m)?;
+    len_ok("offerings.reservation-id", o.reservation_id.len(), m)?;
+    ends_ok("offering-ends", &p.offering_ends, m)?;
+    if let Some(c) = o.capacity_type.iter().find(|&&c| c > 2) {
+        return Err(format!(
+            "offering capacity-type code {c}; expected 0, 1 or 2"
+        ));
+    }
+    if let Some(a) = p.architecture.iter().find(|&&a| a > 1) {
+        return Err(format!("architecture code {a}; expected 0 or 1"));
+    }
     let strings = p.ends.len();
-    let str_ok = |what: &str, r: StrRef| -> Result<(), String> {
-        if (r as usize) < strings {
-            Ok(())
-        } else {
-            Err(format!("{what} refers to string {r} of {strings}"))
+    let refs: [(&str, &[StrRef]); 14] = [
+        ("name", &p.name),
+        ("family", &p.family),
+        ("category", &p.category),
+        ("size", &p.size),
+        ("cpu-manufacturer", &p.cpu_manufacturer),
+        ("hypervisor", &p.hypervisor),
+        ("gpus.name", &p.gpus.name),
+        ("gpus.manufacturer", &p.gpus.manufacturer),
+        ("accelerators.name", &p.accelerators.name),
+        ("accelerators.manufacturer", &p.accelerators.manufacturer),
+        ("labels.key", &p.labels.key),
+        ("labels.value", &p.labels.value),
+        ("offerings.zone", &o.zone),
+        ("offerings.reservation-id", &o.reservation_id),
+    ];
+    for (what, column) in refs {
+        if let Some(r) = column.iter().find(|&&r| r as usize >= strings) {
+            return Err(format!("{what} refers to string {r} of {strings}"));
         }
-    };
-    let span_ok = |what: &str, s: Span, len: usize| -> Result<(), String> {
-        if s.range().end <= len {
-            Ok(())
-        } else {
-            Err(format!(
-                "{what} spans items {}..{} of {len}",
-                s.start,
-                s.range().end
-            ))
-        }
-    };
-    for a in &p.accelerators {
-        str_ok("accelerator name", a.name)?;
-        str_ok("accelerator manufacturer", a.manufacturer)?;
-    }
-    for l in &p.labels {
-        str_ok("label key", l.key)?;
-        str_ok("label value", l.value)?;
-    }
-    for o in &p.offerings {
-        str_ok("offering zone", o.zone)?;
-        if let Some(r) = o.reservation_id {
-            str_ok("offering reservation id", r)?;
-        }
-    }
-    for r in &p.rows {
-        for (what, s) in [
-            ("name", r.name),
-            ("family", r.family),
-            ("category", r.category),
-            ("size", r.size),
-            ("cpu manufacturer", r.cpu_manufacturer),
-            ("hypervisor", r.hypervisor),
-        ] {
-            str_ok(what, s)?;
-        }
-        span_ok("gpus", r.gpus, p.accelerators.len())?;
-        span_ok("accelerators", r.accelerators, p.accelerators.len())?;
-        span_ok("labels", r.labels, p.labels.len())?;
-        span_ok("offerings", r.offerings, p.offerings.len())?;
     }
     Ok(())
 }
@@ -344,7 +433,7 @@ fn check(p: &TableParts) -> Result<(), String> {
 #[derive(Debug, Clone, Copy)]
 pub struct InstanceType<'a> {
     table: &'a InstanceTypes,
-    row: &'a InstanceTypeRow,
+    i: usize,
 }
 
 /// A GPU or other accelerator of an [`InstanceType`].
@@ -376,89 +465,100 @@ pub struct OfferingRef<'a> {
 }
 
 impl<'a> InstanceType<'a> {
+    fn text(&self, column: &[StrRef]) -> &'a str {
+        let table = self.table;
+        table.str(at(column, self.i))
+    }
+
+    fn has(&self, bit: u8) -> bool {
+        at(&self.table.parts.traits, self.i) & bit != 0
+    }
+
     /// For example `m7g.large`.
     pub fn name(&self) -> &'a str {
-        self.table.str(self.row.name)
+        self.text(&self.table.parts.name)
     }
     /// For example `m7g`.
     pub fn family(&self) -> &'a str {
-        self.table.str(self.row.family)
+        self.text(&self.table.parts.family)
     }
     /// For example `m`.
     pub fn category(&self) -> &'a str {
-        self.table.str(self.row.category)
+        self.text(&self.table.parts.category)
     }
     /// For example 7.
     pub fn generation(&self) -> u32 {
-        self.row.generation
+        at(&self.table.parts.generation, self.i)
     }
     /// For example `large`.
     pub fn size(&self) -> &'a str {
-        self.table.str(self.row.size)
+        self.text(&self.table.parts.size)
     }
     /// CPU architecture.
     pub fn architecture(&self) -> Architecture {
-        self.row.architecture
+        architecture_from(at(&self.table.parts.architecture, self.i))
     }
     /// `aws`, `intel`, `amd`, ...
     pub fn cpu_manufacturer(&self) -> &'a str {
-        self.table.str(self.row.cpu_manufacturer)
+        self.text(&self.table.parts.cpu_manufacturer)
     }
     /// Number of vCPUs.
     pub fn vcpu(&self) -> u32 {
-        self.row.vcpu
+        at(&self.table.parts.vcpu, self.i)
     }
     /// Memory, MiB.
     pub fn memory_mib(&self) -> u64 {
-        self.row.memory_mib
+        at(&self.table.parts.memory_mib, self.i)
     }
     /// GPUs.
     pub fn gpus(&self) -> impl ExactSizeIterator<Item = AcceleratorRef<'a>> + 'a {
-        self.accelerator_list(self.row.gpus)
+        let p = &self.table.parts;
+        self.accelerator_list(&p.gpus, &p.gpu_ends)
     }
     /// Non-GPU accelerators (Inferentia, Trainium, ...).
     pub fn accelerators(&self) -> impl ExactSizeIterator<Item = AcceleratorRef<'a>> + 'a {
-        self.accelerator_list(self.row.accelerators)
+        let p = &self.table.parts;
+        self.accelerator_list(&p.accelerators, &p.accelerator_ends)
     }
     /// Local NVMe instance storage, GiB.
     pub fn local_nvme_gib(&self) -> u64 {
-        self.row.local_nvme_gib
+        at(&self.table.parts.local_nvme_gib, self.i)
     }
     /// Baseline network bandwidth, Mbit/s.
     pub fn network_bandwidth_mbps(&self) -> u32 {
-        self.row.network_bandwidth_mbps
+        at(&self.table.parts.network_bandwidth_mbps, self.i)
     }
     /// Baseline EBS bandwidth, Mbit/s.
     pub fn ebs_bandwidth_mbps(&self) -> u32 {
-        self.row.ebs_bandwidth_mbps
+        at(&self.table.parts.ebs_bandwidth_mbps, self.i)
     }
     /// `nitro`, `xen`, or empty for bare metal.
     pub fn hypervisor(&self) -> &'a str {
-        self.table.str(self.row.hypervisor)
+        self.text(&self.table.parts.hypervisor)
     }
     /// A `.metal` size.
     pub fn bare_metal(&self) -> bool {
-        self.row.bare_metal
+        self.has(TRAIT_BARE_METAL)
     }
     /// Burstable performance (CPU credits).
     pub fn burstable(&self) -> bool {
-        self.row.burstable
+        self.has(TRAIT_BURSTABLE)
     }
     /// EC2 lists the type as current generation.
     pub fn current_generation(&self) -> bool {
-        self.row.current_generation
+        self.has(TRAIT_CURRENT_GENERATION)
     }
     /// Supports encryption in transit.
     pub fn encryption_in_transit(&self) -> bool {
-        self.row.encryption_in_transit
+        self.has(TRAIT_ENCRYPTION_IN_TRANSIT)
     }
 
     /// Labels that have no typed accessor, as `(key, value)`.
     pub fn labels(&self) -> impl ExactSizeIterator<Item = (&'a str, &'a str)> + 'a {
         let table = self.table;
-        InstanceTypes::slice(&table.parts.labels, self.row.labels)
-            .iter()
-            .map(move |l| (table.str(l.key), table.str(l.value)))
+        let l = &table.parts.labels;
+        items(&table.parts.label_ends, self.i)
+            .map(move |j| (table.str(at(&l.key, j)), table.str(at(&l.value, j))))
     }
 
     /// The value of one label without a typed accessor.
@@ -469,15 +569,17 @@ impl<'a> InstanceType<'a> {
     /// Where and how the type can be bought.
     pub fn offerings(&self) -> impl ExactSizeIterator<Item = OfferingRef<'a>> + 'a {
         let table = self.table;
-        InstanceTypes::slice(&table.parts.offerings, self.row.offerings)
-            .iter()
-            .map(move |o| OfferingRef {
-                zone: table.str(o.zone),
-                capacity_type: o.capacity_type,
-                price: o.price,
-                available: o.available,
-                reservation_id: o.reservation_id.map(|r| table.str(r)),
-            })
+        let o = &table.parts.offerings;
+        items(&table.parts.offering_ends, self.i).map(move |j| {
+            let reservation = table.str(at(&o.reservation_id, j));
+            OfferingRef {
+                zone: table.str(at(&o.zone, j)),
+                capacity_type: capacity_type_from(at(&o.capacity_type, j)),
+                price: at(&o.price, j),
+                available: at(&o.available, j) != 0,
+                reservation_id: (!reservation.is_empty()).then_some(reservation),
+            }
+        })
     }
 
     /// A `*-flex` family (`m7i-flex`, `c7i-flex`, ...).
@@ -553,17 +655,16 @@ impl<'a> InstanceType<'a> {
 
     fn accelerator_list(
         &self,
-        span: Span,
+        cols: &'a AcceleratorColumns,
+        ends: &'a [u32],
     ) -> impl ExactSizeIterator<Item = AcceleratorRef<'a>> + 'a {
         let table = self.table;
-        InstanceTypes::slice(&table.parts.accelerators, span)
-            .iter()
-            .map(move |a| AcceleratorRef {
-                name: table.str(a.name),
-                manufacturer: table.str(a.manufacturer),
-                count: a.count,
-                memory_mib: a.memory_mib,
-            })
+        items(ends, self.i).map(move |j| AcceleratorRef {
+            name: table.str(at(&cols.name, j)),
+            manufacturer: table.str(at(&cols.manufacturer, j)),
+            count: at(&cols.count, j),
+            memory_mib: at(&cols.memory_mib, j),
+        })
     }
 }
 
@@ -644,14 +745,29 @@ mod tests {
     fn parts_out_of_range_are_refused() {
         let table = InstanceTypes::from_infos(&[info("m7i.large", "m7i")]);
         let mut bad = table.parts().clone();
-        bad.rows[0].family = 999;
+        bad.family[0] = 999;
         let err = InstanceTypes::from_parts(bad).unwrap_err();
         assert!(err.contains("family refers to string 999"), "{err}");
 
         let mut bad = table.parts().clone();
-        bad.rows[0].offerings = Span { start: 1, len: 5 };
+        bad.offering_ends[0] = 5;
         let err = InstanceTypes::from_parts(bad).unwrap_err();
-        assert!(err.contains("offerings spans items 1..6 of 2"), "{err}");
+        assert!(
+            err.contains("offering-ends total has 5 entries, expected 2"),
+            "{err}"
+        );
+
+        let mut bad = table.parts().clone();
+        bad.vcpu.pop();
+        let err = InstanceTypes::from_parts(bad).unwrap_err();
+        assert!(
+            err.contains("column vcpu has 0 entries, expected 1"),
+            "{err}"
+        );
+
+        let mut bad = table.parts().clone();
+        bad.offerings.capacity_type[0] = 7;
+        assert!(InstanceTypes::from_parts(bad).is_err());
 
         let mut bad = table.parts().clone();
         bad.ends[0] = 10_000;

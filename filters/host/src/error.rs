@@ -62,6 +62,48 @@ pub enum LoadError {
         /// What to use instead.
         hint: &'static str,
     },
+    /// A `url` or `oci` source could not be downloaded (unreachable, HTTP
+    /// error status, timeout, invalid reference...). Distinct from
+    /// [`LoadError::DigestMismatch`]: nothing was received to check.
+    #[error("cannot download module {source_desc}: {message}")]
+    Download {
+        /// The URL or `oci://` reference.
+        source_desc: String,
+        /// What went wrong and what to check.
+        message: String,
+    },
+    /// A `url` source uses plain HTTP to a host not listed for it.
+    #[error(
+        "refusing to download module {source_desc} over plain HTTP: `url` must start with https:// (plain HTTP is allowed only for hosts in the host's plain-HTTP list, meant for local registries and tests; `{host}` is not in it)"
+    )]
+    InsecureSource {
+        /// The URL.
+        source_desc: String,
+        /// The host that would have been contacted.
+        host: String,
+    },
+    /// The download is larger than the host accepts.
+    #[error(
+        "module {source_desc} is larger than the download limit of {limit_bytes} bytes; a filter component is normally well under 1 MiB (build it with --release), or raise the host's download limit"
+    )]
+    DownloadTooLarge {
+        /// The URL or `oci://` reference.
+        source_desc: String,
+        /// The limit.
+        limit_bytes: usize,
+    },
+    /// The OCI artifact is not a single Wasm component layer.
+    #[error(
+        "OCI artifact {source_desc} is not a single Wasm component: expected exactly one layer of media type {}, found {}; push the component .wasm alone as an OCI artifact",
+        crate::fetch::WASM_LAYER_MEDIA_TYPES.join(" or "),
+        describe_layers(.media_types)
+    )]
+    NotAComponentArtifact {
+        /// The `oci://` reference.
+        source_desc: String,
+        /// The media type of each layer of the manifest, in order.
+        media_types: Vec<String>,
+    },
     /// The bytes are not a valid component, or compiling it failed.
     #[error("cannot compile component {source_desc}: {message}")]
     Compile {
@@ -131,6 +173,14 @@ pub enum CallError {
     /// Setting up the call failed inside the host.
     #[error("cannot prepare the call: {0}")]
     Setup(String),
+}
+
+fn describe_layers(media_types: &[String]) -> String {
+    match media_types {
+        [] => "no layers".to_string(),
+        [one] => format!("one layer of media type {one}"),
+        many => format!("{} layers ({})", many.len(), many.join(", ")),
+    }
 }
 
 fn guest_output_suffix(output: &str) -> String {

@@ -20,6 +20,7 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 
 use crate::bindings::{filter, host_iface, scorer, selector};
 use crate::digest::{Sha256Hasher, hex, normalize_pin, sha256_hex};
+use crate::fetch::{FetchSettings, RegistryCredentials, fetch_oci, fetch_url};
 use crate::module::{Builtin, LoadedModule, RolePre, WasmModule};
 use crate::sandbox::{CallState, forbidden_imports};
 use crate::{LoadError, ModuleRef, Role};
@@ -68,6 +69,20 @@ pub struct HostConfig {
     /// between calls (a fresh memory per call spent a fifth of the call in
     /// page faults); a call beyond the limit fails with a trap error.
     pub concurrent_calls: u32,
+    /// Hosts (`name` or `name:port`) that `url` and `oci` sources may reach
+    /// over plain HTTP: local registries and tests. Every other host needs
+    /// HTTPS. Empty by default.
+    pub plain_http_hosts: Vec<String>,
+    /// Longest wait for a download's connection to open.
+    pub download_connect_timeout: Duration,
+    /// Longest a whole `url` or `oci` download may take.
+    pub download_timeout: Duration,
+    /// Largest module a `url` or `oci` source may deliver, bytes; larger
+    /// downloads are refused before they fill memory.
+    pub max_download_bytes: usize,
+    /// Credentials for private OCI registries; others are pulled
+    /// anonymously.
+    pub registry_credentials: Vec<RegistryCredentials>,
 }
 
 impl Default for HostConfig {
@@ -78,6 +93,11 @@ impl Default for HostConfig {
             epoch_tick: Duration::from_millis(5),
             memory_cache_entries: 128,
             concurrent_calls: 32,
+            plain_http_hosts: Vec::new(),
+            download_connect_timeout: Duration::from_secs(10),
+            download_timeout: Duration::from_secs(60),
+            max_download_bytes: 32 * 1024 * 1024,
+            registry_credentials: Vec::new(),
         }
     }
 }
@@ -234,7 +254,7 @@ impl Host {
         let component = match self.load_artifact(&pin) {
             Some(component) => component,
             None => {
-                let bytes = fetch(source)?;
+                let bytes = fetch(source, &self.inner.config)?;
                 let actual = sha256_hex(&bytes);
                 if actual != pin {
                     return Err(LoadError::DigestMismatch {
@@ -358,7 +378,16 @@ fn wasmtime_version() -> &'static str {
     "48.0.8"
 }
 
-fn fetch(source: &ModuleRef) -> Result<Arc<[u8]>, LoadError> {
+/// The module's bytes. Called only after both compiled caches missed, so
+/// a pinned module is downloaded once per cache lifetime.
+fn fetch(source: &ModuleRef, config: &HostConfig) -> Result<Arc<[u8]>, LoadError> {
+    let settings = || FetchSettings {
+        plain_http_hosts: &config.plain_http_hosts,
+        connect_timeout: config.download_connect_timeout,
+        total_timeout: config.download_timeout,
+        max_bytes: config.max_download_bytes,
+        credentials: &config.registry_credentials,
+    };
     match source {
         ModuleRef::Path(path) => fs::read(path)
             .map(Arc::from)
@@ -367,14 +396,8 @@ fn fetch(source: &ModuleRef) -> Result<Arc<[u8]>, LoadError> {
                 source,
             }),
         ModuleRef::Bytes { bytes, .. } => Ok(Arc::clone(bytes)),
-        ModuleRef::Url(_) => Err(LoadError::UnsupportedSource {
-            scheme: "url",
-            hint: "download the component into a ConfigMap's binaryData (or a path) and reference that, pinned by sha256",
-        }),
-        ModuleRef::Oci(_) => Err(LoadError::UnsupportedSource {
-            scheme: "oci",
-            hint: "pull the artifact into a ConfigMap's binaryData (or a path) and reference that, pinned by sha256",
-        }),
+        ModuleRef::Url(url) => fetch_url(url, &settings()),
+        ModuleRef::Oci(reference) => fetch_oci(reference, &settings()),
         ModuleRef::Builtin(_) => Err(LoadError::UnsupportedSource {
             scheme: "builtin",
             hint: "built-ins are not fetched",

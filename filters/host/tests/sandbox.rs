@@ -284,21 +284,6 @@ fn wrong_world_and_wrong_role_are_errors() {
 }
 
 #[test]
-fn url_and_oci_sources_say_they_are_unsupported() {
-    let host = Host::new(HostConfig::default()).unwrap();
-    let pin = "0".repeat(64);
-    for s in ["https://example.com/f.wasm", "oci://ghcr.io/acme/filter:1"] {
-        let err = host
-            .load(Role::InstanceFilter, &ModuleRef::parse(s), Some(&pin))
-            .unwrap_err();
-        assert!(
-            matches!(err, LoadError::UnsupportedSource { .. }),
-            "{err:?}"
-        );
-    }
-}
-
-#[test]
 fn precompiled_artifacts_are_reused_across_hosts() {
     let dir = std::env::temp_dir().join(format!("nodewright-cache-test-{}", std::process::id()));
     let config = HostConfig {

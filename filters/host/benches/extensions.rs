@@ -1,4 +1,4 @@
-//! Cost of the extension path over the real catalog (~800 instance types):
+//! Cost of the extension path over every us-east-1 instance type:
 //! warm calls of a filter and a scorer as components and natively, cold load
 //! from the precompiled artifact cache, and first compile.
 //!

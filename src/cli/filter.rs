@@ -228,7 +228,8 @@ fn instance_types(path: Option<&Path>, region: &str) -> Result<Vec<InstanceTypeI
     }
     let catalog = Catalog::embedded(region)?;
     let types = resolve_all(&catalog, &ResolverSettings::default())?;
-    Ok(filter_records(&catalog, &types).types().to_vec())
+    let set = filter_records(&catalog, &types);
+    Ok(set.views().iter().map(|t| t.to_info()).collect())
 }
 
 fn amis(path: Option<&Path>) -> Result<Vec<Ami>, FilterCliError> {

@@ -9,26 +9,20 @@ use nodewright_filter::{
 
 use crate::bindings::wit;
 
-/// Instance types in the three forms calls need: plain Rust for reports,
-/// the checked table native built-ins read, and its WIT form for components.
+/// Instance types in the two forms calls need: the checked table native
+/// built-ins read, and its WIT form for components.
 #[derive(Debug, Clone)]
 pub struct InstanceTypeSet {
-    plain: Vec<InstanceTypeInfo>,
     table: InstanceTypes,
     wit: wit::InstanceTypes,
 }
 
 impl InstanceTypeSet {
-    /// Builds every form.
+    /// Builds both forms.
     pub fn new(plain: Vec<InstanceTypeInfo>) -> Self {
         let table = InstanceTypes::from_infos(&plain);
         let wit = to_wit(&table);
-        InstanceTypeSet { plain, table, wit }
-    }
-
-    /// The instance types, in candidate order.
-    pub fn types(&self) -> &[InstanceTypeInfo] {
-        &self.plain
+        InstanceTypeSet { table, wit }
     }
 
     /// The table native built-ins read.
@@ -44,12 +38,12 @@ impl InstanceTypeSet {
 
     /// Number of candidates.
     pub fn len(&self) -> usize {
-        self.plain.len()
+        self.table.len()
     }
 
     /// No candidates.
     pub fn is_empty(&self) -> bool {
-        self.plain.is_empty()
+        self.table.is_empty()
     }
 
     /// Number of distinct strings in the table (a measure of what a call

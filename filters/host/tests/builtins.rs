@@ -55,11 +55,11 @@ fn flex_first_native_and_component_agree_on_the_catalog() {
     let from_wasm = wasm.score(&ctx, &types).unwrap();
     assert_eq!(from_native, from_wasm);
     let flex: Vec<&str> = types
-        .types()
+        .views()
         .iter()
         .zip(&from_native)
         .filter(|(_, s)| **s > 0)
-        .map(|(t, _)| t.name.as_str())
+        .map(|(t, _)| t.name())
         .collect();
     assert!(flex.contains(&"m7i-flex.large"), "{flex:?}");
     assert!(

@@ -1,9 +1,11 @@
 //! EC2NodeClass extensions wired into instance-type resolution: defaults,
 //! failure policies and what `simulate` reports about them.
 
-use nodewright::sim::{Manifests, Plan};
+use nodewright::sim::Manifests;
 use nodewright::{aws::catalog::Catalog, extensions::Extensions};
 use nodewright_host::HostConfig;
+
+use crate::support::plan_yaml;
 
 const POOL: &str = r#"
 apiVersion: karpenter.sh/v1
@@ -57,17 +59,9 @@ fn outcome(yaml: &str) -> std::sync::Arc<nodewright::extensions::Outcome> {
     extensions.apply(class, "general", &catalog, types, &manifests.config_maps)
 }
 
-fn plan(yaml: &str) -> Plan {
-    let mut manifests = Manifests::default();
-    manifests.add_yaml("test.yaml", yaml).unwrap();
-    let catalog = Catalog::embedded("us-east-1").unwrap();
-    let extensions = Extensions::new(HostConfig::default()).unwrap();
-    nodewright::sim::plan(&manifests, &catalog, &extensions, false).unwrap()
-}
-
 #[test]
 fn without_extensions_flex_families_come_first() {
-    let plan = plan(&format!("{POOL}{}", node_class("")));
+    let plan = plan_yaml(&format!("{POOL}{}", node_class("")));
     assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
     assert!(!plan.node_claims.is_empty());
     for claim in &plan.node_claims {
@@ -99,7 +93,7 @@ fn without_extensions_flex_families_come_first() {
 #[test]
 fn a_scorer_list_without_flex_first_keeps_price_order() {
     // An explicit empty scorer list switches the default off: cheapest first.
-    let plan = plan(&format!(
+    let plan = plan_yaml(&format!(
         "{POOL}{}",
         node_class("  extensions:\n    priorityScorers: []\n")
     ));
@@ -116,7 +110,7 @@ fn a_scorer_list_without_flex_first_keeps_price_order() {
 #[test]
 fn failing_module_with_fail_policy_stops_launches_for_its_node_class() {
     let digest = "0".repeat(64);
-    let plan = plan(&format!(
+    let plan = plan_yaml(&format!(
         "{POOL}{}",
         node_class(&format!(
             "  extensions:\n    instanceFilters:\n      - name: missing\n        path: /nonexistent/filter.wasm\n        sha256: \"{digest}\"\n"
@@ -140,7 +134,7 @@ fn failing_module_with_fail_policy_stops_launches_for_its_node_class() {
 #[test]
 fn failing_module_with_ignore_policy_is_skipped() {
     let digest = "0".repeat(64);
-    let plan = plan(&format!(
+    let plan = plan_yaml(&format!(
         "{POOL}{}",
         node_class(&format!(
             "  extensions:\n    instanceFilters:\n      - name: missing\n        path: /nonexistent/filter.wasm\n        sha256: \"{digest}\"\n        failurePolicy: Ignore\n"
@@ -160,7 +154,7 @@ fn failing_module_with_ignore_policy_is_skipped() {
 #[test]
 fn config_map_sources_must_exist() {
     let digest = "0".repeat(64);
-    let plan = plan(&format!(
+    let plan = plan_yaml(&format!(
         "{POOL}{}",
         node_class(&format!(
             "  extensions:\n    instanceFilters:\n      - name: from-cm\n        configMap: {{name: filters, namespace: kube-system, key: f.wasm}}\n        sha256: \"{digest}\"\n"

@@ -3,3 +3,4 @@ mod apis;
 mod cli;
 mod extensions;
 mod simulate;
+mod support;

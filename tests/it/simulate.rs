@@ -4,10 +4,9 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use nodewright::aws::catalog::Catalog;
-use nodewright::extensions::Extensions;
-use nodewright::sim::{Manifests, Plan, SimulateError, SimulateOptions, simulate};
-use nodewright_host::HostConfig;
+use nodewright::sim::{Plan, SimulateError, SimulateOptions, simulate};
+
+use crate::support::plan_yaml;
 
 fn run(paths: &[&str]) -> Result<Plan, SimulateError> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
@@ -137,14 +136,6 @@ spec:
   subnetSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
   securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
 "#;
-
-fn plan_yaml(yaml: &str) -> Plan {
-    let mut manifests = Manifests::default();
-    manifests.add_yaml("test.yaml", yaml).unwrap();
-    let catalog = Catalog::embedded("us-east-1").unwrap();
-    let extensions = Extensions::new(HostConfig::default()).unwrap();
-    nodewright::sim::plan(&manifests, &catalog, &extensions, false).unwrap()
-}
 
 fn claim_with<'a>(plan: &'a Plan, pod: &str) -> &'a nodewright::sim::plan::PlannedNodeClaim {
     plan.node_claims

@@ -198,6 +198,12 @@ fn config_for(server: &Server) -> HostConfig {
     }
 }
 
+/// Loads `source` (a `url` or `oci` reference) as an instance filter pinned
+/// to `pin`.
+fn load_filter(host: &Host, source: &str, pin: &str) -> Result<LoadedModule, LoadError> {
+    host.load(Role::InstanceFilter, &ModuleRef::parse(source), Some(pin))
+}
+
 fn scratch_dir(name: &str) -> PathBuf {
     let dir =
         std::env::temp_dir().join(format!("nodewright-sources-{name}-{}", std::process::id()));
@@ -210,13 +216,7 @@ fn url_source_downloads_verifies_and_runs() {
     let (bytes, pin) = component();
     let server = serving(bytes);
     let host = Host::new(config_for(&server)).unwrap();
-    let module = host
-        .load(
-            Role::InstanceFilter,
-            &ModuleRef::parse(&server.url("/filter.wasm")),
-            Some(&pin),
-        )
-        .unwrap();
+    let module = load_filter(&host, &server.url("/filter.wasm"), &pin).unwrap();
     answers(module);
     assert_eq!(server.requests(), vec!["/filter.wasm"]);
 }
@@ -228,13 +228,7 @@ fn url_source_with_tampered_bytes_is_a_digest_mismatch() {
     bytes[last] ^= 0xff;
     let server = serving(bytes);
     let host = Host::new(config_for(&server)).unwrap();
-    let err = host
-        .load(
-            Role::InstanceFilter,
-            &ModuleRef::parse(&server.url("/filter.wasm")),
-            Some(&pin),
-        )
-        .unwrap_err();
+    let err = load_filter(&host, &server.url("/filter.wasm"), &pin).unwrap_err();
     assert!(
         matches!(&err, LoadError::DigestMismatch { expected, actual, .. } if *expected == pin && *actual != pin),
         "{err:?}"
@@ -246,13 +240,7 @@ fn plain_http_is_refused_unless_the_host_is_listed() {
     let (bytes, pin) = component();
     let server = serving(bytes);
     let host = Host::new(HostConfig::default()).unwrap();
-    let err = host
-        .load(
-            Role::InstanceFilter,
-            &ModuleRef::parse(&server.url("/filter.wasm")),
-            Some(&pin),
-        )
-        .unwrap_err();
+    let err = load_filter(&host, &server.url("/filter.wasm"), &pin).unwrap_err();
     assert!(
         matches!(&err, LoadError::InsecureSource { host, .. } if host == "127.0.0.1"),
         "{err:?}"
@@ -270,13 +258,7 @@ fn plain_http_is_refused_unless_the_host_is_listed() {
         ..HostConfig::default()
     })
     .unwrap();
-    let err = host
-        .load(
-            Role::InstanceFilter,
-            &ModuleRef::parse(&server.url("/filter.wasm")),
-            Some(&pin),
-        )
-        .unwrap_err();
+    let err = load_filter(&host, &server.url("/filter.wasm"), &pin).unwrap_err();
     assert!(matches!(err, LoadError::InsecureSource { .. }), "{err:?}");
 }
 
@@ -299,13 +281,7 @@ fn oversize_download_is_refused_with_or_without_a_length() {
     })
     .unwrap();
     for path in ["/sized.wasm", "/streamed.wasm"] {
-        let err = host
-            .load(
-                Role::InstanceFilter,
-                &ModuleRef::parse(&server.url(path)),
-                Some(&pin),
-            )
-            .unwrap_err();
+        let err = load_filter(&host, &server.url(path), &pin).unwrap_err();
         assert!(
             matches!(&err, LoadError::DownloadTooLarge { limit_bytes, .. } if *limit_bytes == limit),
             "{path}: {err:?}"
@@ -317,14 +293,7 @@ fn oversize_download_is_refused_with_or_without_a_length() {
         ..config_for(&server)
     })
     .unwrap();
-    answers(
-        host.load(
-            Role::InstanceFilter,
-            &ModuleRef::parse(&server.url("/streamed.wasm")),
-            Some(&pin),
-        )
-        .unwrap(),
-    );
+    answers(load_filter(&host, &server.url("/streamed.wasm"), &pin).unwrap());
 }
 
 #[test]
@@ -333,9 +302,7 @@ fn missing_url_is_a_download_error_naming_the_status() {
     let server = serving(bytes);
     let host = Host::new(config_for(&server)).unwrap();
     let url = server.url("/gone.wasm");
-    let err = host
-        .load(Role::InstanceFilter, &ModuleRef::parse(&url), Some(&pin))
-        .unwrap_err();
+    let err = load_filter(&host, &url, &pin).unwrap_err();
     assert!(
         matches!(&err, LoadError::Download { source_desc, message } if *source_desc == url && message.contains("404")),
         "{err:?}"
@@ -352,23 +319,10 @@ fn redirects_are_followed_up_to_a_limit() {
         _ => Reply::status(404),
     });
     let host = Host::new(config_for(&server)).unwrap();
-    answers(
-        host.load(
-            Role::InstanceFilter,
-            &ModuleRef::parse(&server.url("/moved.wasm")),
-            Some(&pin),
-        )
-        .unwrap(),
-    );
+    answers(load_filter(&host, &server.url("/moved.wasm"), &pin).unwrap());
     // A fresh host: the first one has this pin compiled and would not fetch.
     let host = Host::new(config_for(&server)).unwrap();
-    let err = host
-        .load(
-            Role::InstanceFilter,
-            &ModuleRef::parse(&server.url("/loop.wasm")),
-            Some(&pin),
-        )
-        .unwrap_err();
+    let err = load_filter(&host, &server.url("/loop.wasm"), &pin).unwrap_err();
     assert!(
         matches!(&err, LoadError::Download { message, .. } if message.contains("redirect")),
         "{err:?}"
@@ -441,10 +395,7 @@ fn oci_source_pulls_the_component_layer_by_tag_or_digest() {
     let (server, manifest_digest) = registry(vec![("application/wasm", bytes)]);
     let by_tag = format!("oci://{}/filters/drop:v1", server.authority());
     let host = Host::new(config_for(&server)).unwrap();
-    answers(
-        host.load(Role::InstanceFilter, &ModuleRef::parse(&by_tag), Some(&pin))
-            .unwrap(),
-    );
+    answers(load_filter(&host, &by_tag, &pin).unwrap());
     let blob = format!("/v2/filters/drop/blobs/sha256:{pin}");
     let requests = server.requests();
     assert!(
@@ -481,13 +432,7 @@ fn oci_manifest_with_two_layers_is_refused_naming_the_media_types() {
     ]);
     let host = Host::new(config_for(&server)).unwrap();
     let reference = format!("oci://{}/filters/drop:v1", server.authority());
-    let err = host
-        .load(
-            Role::InstanceFilter,
-            &ModuleRef::parse(&reference),
-            Some(&pin),
-        )
-        .unwrap_err();
+    let err = load_filter(&host, &reference, &pin).unwrap_err();
     assert!(
         matches!(&err, LoadError::NotAComponentArtifact { media_types, .. } if media_types.len() == 2),
         "{err:?}"
@@ -515,13 +460,7 @@ fn oci_source_is_refused_over_plain_http_unless_listed() {
     })
     .unwrap();
     let reference = format!("oci://{}/filters/drop:v1", server.authority());
-    let err = host
-        .load(
-            Role::InstanceFilter,
-            &ModuleRef::parse(&reference),
-            Some(&pin),
-        )
-        .unwrap_err();
+    let err = load_filter(&host, &reference, &pin).unwrap_err();
     // The client speaks TLS to a plain-HTTP server: the handshake fails and
     // no request is ever understood.
     assert!(matches!(err, LoadError::Download { .. }), "{err:?}");

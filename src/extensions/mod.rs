@@ -1,12 +1,15 @@
 //! Binds an EC2NodeClass's `spec.extensions` to loaded modules (Wasm
 //! components or built-ins) and runs them where the pipeline needs them:
 //! instance filters and priority scorers when a NodeClass's instance types
-//! are resolved. Results are cached, so the scheduler's hot loop never calls
+//! are resolved, the AMI selector after the class's images are discovered.
+//! Instance-type results are cached, so the scheduler's hot loop never calls
 //! into a module.
 //!
 //! Failures follow the entry's `failurePolicy`: `Fail` stops launches for the
 //! NodeClass (its NodePools are offered no instance types, and the reason is
-//! reported); `Ignore` skips the module and records a warning.
+//! reported); `Ignore` skips the module and records a warning. A skipped AMI
+//! selector is replaced by the built-in `available-amis`, so an image that
+//! is not `available` is never offered.
 
 mod records;
 
@@ -14,6 +17,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::ConfigMap;
+use nodewright_filter::Ami;
 use nodewright_host::{Host, HostConfig, HostError, Limits, LoadedModule, ModuleRef, Role};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -26,6 +30,9 @@ use crate::scheduling::InstanceType;
 
 pub use records::filter_records;
 
+/// The AMI selector that replaces a skipped one.
+const DEFAULT_AMI_SELECTOR: &str = "available-amis";
+
 /// The condition type on an EC2NodeClass that reports whether its extensions load and run.
 pub const EXTENSIONS_READY: &str = "ExtensionsReady";
 
@@ -34,11 +41,12 @@ pub const EXTENSIONS_READY: &str = "ExtensionsReady";
 pub struct ModuleReport {
     /// The entry's `name`.
     pub name: String,
-    /// `instance-filter` or `priority-scorer`.
+    /// `instance-filter`, `priority-scorer` or `ami-selector`.
     pub role: Role,
     /// Where the module came from (`builtin:flex-first`, a path, a ConfigMap key…).
     pub source: String,
-    /// Instance types an instance filter dropped, with its reason for each.
+    /// Instance types an instance filter dropped, or images an AMI selector
+    /// left out, with the reason for each.
     pub dropped: Vec<(String, String)>,
     /// The failure, if the module could not be loaded or called.
     pub error: Option<String>,
@@ -157,9 +165,7 @@ impl Extensions {
         }
         // Informational for filters and scorers; their results are cached
         // per catalog version whatever the time.
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+        let now = unix_now();
         let context = |config: &serde_json::Value| nodewright_filter::Context {
             node_pool: node_pool.to_string(),
             node_class: class_name.clone(),
@@ -243,6 +249,109 @@ impl Extensions {
         outcome
     }
 
+    /// Runs `node_class`'s AMI selector over the `candidates` its terms
+    /// found. `now` (seconds since the epoch) decides which images count as
+    /// deprecated. Not cached: the images change on their own schedule.
+    pub fn select_amis(
+        &self,
+        node_class: &EC2NodeClass,
+        region: &str,
+        candidates: Vec<Ami>,
+        config_maps: &dyn ConfigMapSource,
+        now: i64,
+    ) -> AmiSelection {
+        let class_name = node_class.metadata.name.clone().unwrap_or_default();
+        let module = match node_class.spec.effective_extensions() {
+            Ok(effective) => effective.ami_selector,
+            Err(e) => {
+                let message = format!("EC2NodeClass {class_name:?}: {e}");
+                return AmiSelection {
+                    amis: Vec::new(),
+                    report: None,
+                    blocked: Some(message),
+                };
+            }
+        };
+        let field = "spec.extensions.amiSelector";
+        let mut report = report_for(&module, Role::AmiSelector);
+        let context = nodewright_filter::Context {
+            node_pool: String::new(),
+            node_class: class_name,
+            region: region.to_string(),
+            config: if module.config.is_null() {
+                "{}".to_string()
+            } else {
+                module.config.to_string()
+            },
+            now,
+        };
+        let result = self
+            .load(&module, Role::AmiSelector, field, config_maps)
+            .and_then(|loaded| {
+                loaded
+                    .select(&context, &candidates)
+                    .map_err(|e| format!("{field} ({}): {e}", module.name))
+            });
+        let mut blocked = None;
+        let order = match result {
+            Ok(order) => order,
+            Err(message) => {
+                let fallback = match module.failure_policy {
+                    FailurePolicy::Fail => {
+                        blocked = Some(message.clone());
+                        Vec::new()
+                    }
+                    // Skipped: the built-in default decides, so a skipped
+                    // selector can never let a pending image through.
+                    FailurePolicy::Ignore => self.default_ami_order(&context, &candidates),
+                };
+                report.error = Some(message);
+                fallback
+            }
+        };
+        let mut chosen = vec![false; candidates.len()];
+        let mut amis = Vec::with_capacity(order.len());
+        for index in order.into_iter().filter_map(|i| usize::try_from(i).ok()) {
+            if let Some(ami) = candidates.get(index) {
+                chosen[index] = true;
+                amis.push(ami.clone());
+            }
+        }
+        for (ami, _) in candidates.iter().zip(&chosen).filter(|(_, c)| !**c) {
+            report.dropped.push((
+                ami.id.clone(),
+                format!("not selected (state {})", ami.state.as_str()),
+            ));
+        }
+        AmiSelection {
+            amis,
+            report: Some(report),
+            blocked,
+        }
+    }
+
+    /// The built-in `available-amis` order with its default config, for a
+    /// skipped selector; if even that fails, no image is offered.
+    fn default_ami_order(
+        &self,
+        context: &nodewright_filter::Context,
+        candidates: &[Ami],
+    ) -> Vec<u32> {
+        let context = nodewright_filter::Context {
+            config: "{}".to_string(),
+            ..context.clone()
+        };
+        self.host
+            .load(
+                Role::AmiSelector,
+                &ModuleRef::Builtin(DEFAULT_AMI_SELECTOR.to_string()),
+                None,
+            )
+            .ok()
+            .and_then(|builtin| builtin.select(&context, candidates).ok())
+            .unwrap_or_default()
+    }
+
     /// Loads one module with its own timeout, fetching ConfigMap bytes when needed.
     fn load(
         &self,
@@ -289,6 +398,26 @@ impl Extensions {
             .map(|loaded| loaded.with_limits(limits))
             .map_err(|e| format!("{field} ({}): {e}", module.name))
     }
+}
+
+/// The AMI selector's choice for one EC2NodeClass.
+#[derive(Debug, Clone)]
+pub struct AmiSelection {
+    /// The images the selector kept, in its order: a node boots the first
+    /// one that matches its architecture and variant.
+    pub amis: Vec<Ami>,
+    /// What the selector did; `None` when the class's extensions are invalid.
+    pub report: Option<ModuleReport>,
+    /// Set when the extensions are invalid or a `failurePolicy: Fail`
+    /// selector failed: the class may not launch.
+    pub blocked: Option<String>,
+}
+
+/// Seconds since the Unix epoch, for contexts and deprecation checks.
+pub fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }
 
 fn report_for(module: &ResolvedModule, role: Role) -> ModuleReport {

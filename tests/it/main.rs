@@ -1,6 +1,8 @@
 //! Integration tests, one crate so they link once. Each area adds a module here.
+mod amis;
 mod apis;
 mod cli;
 mod extensions;
+mod moto;
 mod simulate;
 mod support;

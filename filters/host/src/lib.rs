@@ -15,6 +15,7 @@
 mod bindings;
 mod candidates;
 mod digest;
+mod docker_config;
 mod error;
 mod fetch;
 pub mod harness;
@@ -25,6 +26,7 @@ mod sandbox;
 
 pub use candidates::InstanceTypeSet;
 pub use digest::sha256_hex;
+pub use docker_config::{DockerConfigError, credentials_from_docker_config};
 pub use error::{CallError, LoadError};
 pub use fetch::RegistryCredentials;
 pub use host::{Host, HostConfig, HostError, Limits};

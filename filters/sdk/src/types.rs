@@ -217,6 +217,22 @@ pub enum AmiState {
     Disabled,
 }
 
+impl AmiState {
+    /// The state as EC2 writes it (`available`, `pending`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AmiState::Available => "available",
+            AmiState::Pending => "pending",
+            AmiState::Invalid => "invalid",
+            AmiState::Deregistered => "deregistered",
+            AmiState::Transient => "transient",
+            AmiState::Failed => "failed",
+            AmiState::Error => "error",
+            AmiState::Disabled => "disabled",
+        }
+    }
+}
+
 /// A machine image the EC2NodeClass's selector terms resolved.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Ami {

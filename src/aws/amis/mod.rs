@@ -1,0 +1,11 @@
+//! AMIs: which images an EC2NodeClass's `amiSelectorTerms` find (SSM and
+//! `DescribeImages`), and how the AMI selector's choice is written to
+//! `status.amis` with the instance-type requirements each image serves.
+
+mod discover;
+mod query;
+mod status;
+
+pub use discover::{AmiError, AmiProvider};
+pub use query::{AmiQueries, DescribeQuery, ParameterQuery, QueryError, Variant, queries};
+pub use status::{AMIS_READY, amis_ready_condition, status_amis};

@@ -1,0 +1,96 @@
+//! moto's server, serving EC2 and SSM over the real wire protocol on
+//! 127.0.0.1, for tests that talk to AWS. One server per test process,
+//! started on first use. It is stopped when the test process ends, however
+//! it ends: a small shell guardian holds moto's process group and kills it
+//! when the pipe from this process closes.
+
+use std::io::Write;
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use nodewright::aws::clients::{AwsClients, AwsSettings, sdk_config};
+
+/// A running moto server.
+pub struct Moto {
+    /// `http://127.0.0.1:PORT`.
+    pub endpoint: String,
+    /// Held open for the life of the process; the guardian stops moto at EOF.
+    _stdin: Mutex<ChildStdin>,
+    _guardian: Mutex<Child>,
+}
+
+/// The process's moto server, started on first use.
+pub fn moto() -> &'static Moto {
+    static MOTO: OnceLock<Moto> = OnceLock::new();
+    MOTO.get_or_init(start)
+}
+
+/// SDK clients pointed at moto, with fixed test credentials.
+pub async fn moto_clients() -> AwsClients {
+    let settings = AwsSettings {
+        region: Some("us-east-1".to_string()),
+        endpoint_url: Some(moto().endpoint.clone()),
+        credentials: Some(aws_sdk_ec2::config::Credentials::new(
+            "testing", "testing", None, None, "moto",
+        )),
+    };
+    AwsClients::new(&sdk_config(&settings).await)
+}
+
+fn moto_binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("NODEWRIGHT_MOTO_SERVER") {
+        return PathBuf::from(path);
+    }
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv/moto/bin/moto_server")
+}
+
+fn start() -> Moto {
+    assert_eq!(
+        std::env::var("AWS_EC2_METADATA_DISABLED").as_deref(),
+        Ok("true"),
+        "set AWS_EC2_METADATA_DISABLED=true (scripts/test does) so the SDK never probes instance metadata"
+    );
+    let binary = moto_binary();
+    assert!(
+        binary.exists(),
+        "moto_server not found at {}: run scripts/test, which installs moto into .venv/moto, or set NODEWRIGHT_MOTO_SERVER",
+        binary.display()
+    );
+    let port = {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("a free local port");
+        listener.local_addr().expect("local address").port()
+    };
+    // `setsid` makes the shell the leader of a new process group holding
+    // moto (which runs as more than one process); at EOF on stdin the shell
+    // kills that whole group, itself included.
+    let mut guardian = Command::new("setsid")
+        .args([
+            "sh",
+            "-c",
+            r#""$0" -H 127.0.0.1 -p "$1" >/dev/null 2>&1 & cat >/dev/null; kill -TERM -$$"#,
+        ])
+        .arg(&binary)
+        .arg(port.to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("start moto_server through setsid");
+    let mut stdin = guardian.stdin.take().expect("guardian stdin");
+    let _ = stdin.flush();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "moto_server did not listen on 127.0.0.1:{port} within 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Moto {
+        endpoint: format!("http://127.0.0.1:{port}"),
+        _stdin: Mutex::new(stdin),
+        _guardian: Mutex::new(guardian),
+    }
+}

@@ -6,6 +6,7 @@
 //! its extensions, pending pods are scheduled, and the resulting NodeClaims are
 //! reported instead of launched.
 
+pub mod apiserver;
 pub mod manifests;
 pub mod plan;
 

@@ -3,6 +3,7 @@
 pub mod apis;
 pub mod aws;
 pub mod cli;
+pub mod controllers;
 pub mod extensions;
 pub mod scheduling;
 pub mod sim;

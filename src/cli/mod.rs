@@ -1,6 +1,7 @@
 //! The command line: argument parsing, dispatch, and one-line errors.
 
 mod catalog;
+mod controller;
 mod crds;
 mod filter;
 mod simulate;
@@ -26,6 +27,8 @@ pub struct Cli {
 enum Command {
     /// List the instance types a set of NodePool requirements admits.
     Catalog(catalog::CatalogArgs),
+    /// Run the controllers against the cluster (kubeconfig or service account).
+    Controller(controller::ControllerArgs),
     /// Print the CustomResourceDefinitions, or write them to a directory.
     Crds(crds::CrdsArgs),
     /// Run one provisioning round on YAML manifests and print the plan.
@@ -42,6 +45,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Catalog(args) => catalog::run(&args),
+        Command::Controller(args) => controller::run(&args),
         Command::Crds(args) => crds::run(&args),
         Command::Simulate(args) => simulate::run(&args),
         Command::Filter(args) => filter::run(args),

@@ -119,8 +119,8 @@ impl ConfigMapSource for Vec<ConfigMap> {
     }
 }
 
-/// Runs EC2NodeClass extensions, caching results per NodeClass generation,
-/// NodePool, effective extensions and catalog version.
+/// Runs EC2NodeClass extensions, caching successful results per NodeClass
+/// generation, NodePool, effective extensions and catalog version.
 pub struct Extensions {
     host: Host,
     cache: Mutex<HashMap<String, Arc<Outcome>>>,
@@ -243,7 +243,11 @@ impl Extensions {
             outcome.priority_scores = None;
         }
         let outcome = Arc::new(outcome);
-        if let Ok(mut cache) = self.cache.lock() {
+        // A failure may pass (a ConfigMap created, a registry back up), so
+        // only clean outcomes are kept; a failing module is tried again on
+        // the next evaluation.
+        let clean = outcome.blocked.is_none() && outcome.reports.iter().all(|r| r.error.is_none());
+        if clean && let Ok(mut cache) = self.cache.lock() {
             cache.insert(key, outcome.clone());
         }
         outcome

@@ -274,49 +274,47 @@ async fn the_default_selector_never_offers_a_disabled_image_from_moto() {
     assert_eq!(status[0].id, good);
 }
 
-fn image(id: &str, state: ImageState, created: &str, deprecated: Option<&str>) -> Image {
+fn image(id: &str, state: ImageState, created: &str) -> Image {
     Image::builder()
         .image_id(id)
         .name(format!("{id}-name"))
         .owner_id("602401143452")
         .state(state)
         .creation_date(created)
-        .set_deprecation_time(deprecated.map(str::to_string))
         .architecture(ArchitectureValues::X8664)
         .build()
 }
 
-const STANDARD: &str =
+pub const STANDARD: &str =
     "/aws/service/eks/optimized-ami/1.34/amazon-linux-2023/x86_64/standard/recommended/image_id";
-const NVIDIA: &str =
+pub const NVIDIA: &str =
     "/aws/service/eks/optimized-ami/1.34/amazon-linux-2023/x86_64/nvidia/recommended/image_id";
 
-/// An alias whose SSM parameters point at a `pending` image (newest), an
-/// available one and a deprecated one, as after a Packer build was
-/// registered but not finished.
-fn alias_clients() -> (aws_sdk_ec2::Client, aws_sdk_ssm::Client) {
-    let standard = mock!(aws_sdk_ssm::Client::get_parameter)
-        .match_requests(|r| r.name() == Some(STANDARD))
-        .then_output(|| {
-            GetParameterOutput::builder()
-                .parameter(
-                    Parameter::builder()
-                        .name(STANDARD)
-                        .value("ami-pending")
-                        .build(),
-                )
-                .build()
-        });
-    let nvidia = mock!(aws_sdk_ssm::Client::get_parameter)
-        .match_requests(|r| r.name() == Some(NVIDIA))
-        .then_output(|| {
-            GetParameterOutput::builder()
-                .parameter(Parameter::builder().name(NVIDIA).value("ami-gpu").build())
-                .build()
-        });
+/// An alias whose SSM parameters point at a `pending` image (the newest) and an
+/// available GPU image, as after a Packer build was registered but not
+/// finished; the other alias parameters do not exist. Every rule answers
+/// any number of calls, for controllers that reconcile more than once.
+pub fn alias_clients() -> (aws_sdk_ec2::Client, aws_sdk_ssm::Client) {
+    let parameter = |name: &'static str, value: &'static str| {
+        mock!(aws_sdk_ssm::Client::get_parameter)
+            .match_requests(move |r| r.name() == Some(name))
+            .sequence()
+            .output(move || {
+                GetParameterOutput::builder()
+                    .parameter(Parameter::builder().name(name).value(value).build())
+                    .build()
+            })
+            .repeatedly()
+            .build()
+    };
+    let standard = parameter(STANDARD, "ami-pending");
+    let nvidia = parameter(NVIDIA, "ami-gpu");
     let absent = mock!(aws_sdk_ssm::Client::get_parameter)
         .match_requests(|r| r.name() != Some(STANDARD) && r.name() != Some(NVIDIA))
-        .then_error(|| GetParameterError::ParameterNotFound(ParameterNotFound::builder().build()));
+        .sequence()
+        .error(|| GetParameterError::ParameterNotFound(ParameterNotFound::builder().build()))
+        .repeatedly()
+        .build();
     let ssm = mock_client!(
         aws_sdk_ssm,
         RuleMode::MatchAny,
@@ -326,26 +324,30 @@ fn alias_clients() -> (aws_sdk_ec2::Client, aws_sdk_ssm::Client) {
     // Two pages, to exercise pagination.
     let first = mock!(aws_sdk_ec2::Client::describe_images)
         .match_requests(|r| r.next_token().is_none() && r.include_deprecated() == Some(true))
-        .then_output(|| {
+        .sequence()
+        .output(|| {
             DescribeImagesOutput::builder()
                 .images(image(
                     "ami-pending",
                     ImageState::Pending,
                     "2026-11-20T00:00:00.000Z",
-                    None,
                 ))
                 .images(image(
                     "ami-gpu",
                     ImageState::Available,
                     "2026-10-01T00:00:00.000Z",
-                    None,
                 ))
                 .next_token("page-2")
                 .build()
-        });
+        })
+        .repeatedly()
+        .build();
     let second = mock!(aws_sdk_ec2::Client::describe_images)
         .match_requests(|r| r.next_token() == Some("page-2"))
-        .then_output(|| DescribeImagesOutput::builder().build());
+        .sequence()
+        .output(|| DescribeImagesOutput::builder().build())
+        .repeatedly()
+        .build();
     let ec2 = mock_client!(aws_sdk_ec2, RuleMode::MatchAny, [&first, &second]);
     (ec2, ssm)
 }

@@ -2,6 +2,7 @@
 mod amis;
 mod apis;
 mod cli;
+mod controller;
 mod extensions;
 mod moto;
 mod simulate;

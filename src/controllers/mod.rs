@@ -1,0 +1,70 @@
+//! Controllers: reconcile loops over the cluster's objects. Today there is
+//! one, the EC2NodeClass status controller; provisioning, launch and
+//! disruption are not built yet.
+
+pub mod nodeclass;
+
+use std::sync::Arc;
+
+use kube::runtime::events::{Recorder, Reporter};
+
+use crate::aws::amis::AmiProvider;
+use crate::aws::catalog::Catalog;
+use crate::extensions::Extensions;
+
+/// What every controller shares.
+pub struct Context {
+    /// The API server.
+    pub client: kube::Client,
+    /// Instance types, offerings and prices of the region.
+    pub catalog: Arc<Catalog>,
+    /// Loaded extension modules and their cached results.
+    pub extensions: Arc<Extensions>,
+    /// Finds the images an EC2NodeClass selects.
+    pub amis: AmiProvider,
+    /// `major.minor` of the cluster, for AMI alias paths.
+    pub kubernetes_version: String,
+    /// Publishes events as `nodewright`.
+    pub recorder: Recorder,
+}
+
+impl Context {
+    /// A context whose events are reported by the `nodewright` controller.
+    pub fn new(
+        client: kube::Client,
+        catalog: Arc<Catalog>,
+        extensions: Arc<Extensions>,
+        amis: AmiProvider,
+        kubernetes_version: String,
+    ) -> Self {
+        let reporter = Reporter {
+            controller: "nodewright".to_string(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
+        Context {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            catalog,
+            extensions,
+            amis,
+            kubernetes_version,
+        }
+    }
+}
+
+/// Why a controller stopped or a reconcile failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerError {
+    /// The API server refused or failed a request; retried with backoff.
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    /// A blocking extension task panicked or was cancelled.
+    #[error("extension task: {0}")]
+    Task(#[from] tokio::task::JoinError),
+}
+
+/// Runs every controller until a shutdown signal (SIGTERM, Ctrl-C).
+pub async fn run(context: Arc<Context>) -> Result<(), ControllerError> {
+    nodeclass::run(context).await;
+    Ok(())
+}

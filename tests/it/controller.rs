@@ -1,0 +1,276 @@
+//! The EC2NodeClass status controller against the in-process API server:
+//! `ExtensionsReady`, `AMIsReady`, `status.amis` and events. AMIs come from
+//! SDK mocks of the alias parameters (moto refuses `/aws/service/...`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use nodewright::apis::{ConditionStatus, EC2NodeClass, NodePool};
+use nodewright::aws::amis::AmiProvider;
+use nodewright::aws::catalog::Catalog;
+use nodewright::controllers::{self, Context, nodeclass::reconcile_node_class};
+use nodewright::extensions::Extensions;
+use nodewright::sim::apiserver::ApiServer;
+use nodewright_host::HostConfig;
+use serde_json::{Value, json};
+
+use crate::amis::alias_clients;
+
+/// A server, a context on it, and the client the test writes with.
+fn cluster() -> (ApiServer, Arc<Context>) {
+    let server = ApiServer::default();
+    let (ec2, ssm) = alias_clients();
+    let context = Context::new(
+        server.client(),
+        Arc::new(Catalog::embedded("us-east-1").unwrap()),
+        Arc::new(Extensions::new(HostConfig::default()).unwrap()),
+        AmiProvider::new(ec2, ssm),
+        "1.34".to_string(),
+    );
+    (server, Arc::new(context))
+}
+
+fn class(name: &str, extensions: Option<Value>) -> EC2NodeClass {
+    let mut value = json!({
+        "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
+        "metadata": {"name": name},
+        "spec": {
+            "role": "KarpenterNodeRole",
+            "amiSelectorTerms": [{"alias": "al2023@latest"}],
+            "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo"}}],
+            "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo"}}],
+        },
+    });
+    if let Some(extensions) = extensions {
+        value["spec"]["extensions"] = extensions;
+    }
+    serde_json::from_value(value).unwrap()
+}
+
+fn pool(name: &str, class: &str) -> NodePool {
+    serde_json::from_value(json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+        "metadata": {"name": name},
+        "spec": {"template": {"spec": {
+            "requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}],
+            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": class},
+        }}},
+    }))
+    .unwrap()
+}
+
+fn missing_filter(policy: &str) -> Value {
+    json!({"instanceFilters": [{
+        "name": "missing", "path": "/nonexistent/filter.wasm",
+        "sha256": "0".repeat(64), "failurePolicy": policy,
+    }]})
+}
+
+/// Creates `class` and reconciles it once, returning the stored object.
+async fn create_and_reconcile(context: &Context, class: EC2NodeClass) -> EC2NodeClass {
+    let api: Api<EC2NodeClass> = Api::all(context.client.clone());
+    let created = api.create(&PostParams::default(), &class).await.unwrap();
+    reconcile_node_class(context, &created).await.unwrap();
+    api.get(&created.metadata.name.unwrap()).await.unwrap()
+}
+
+fn condition<'a>(class: &'a EC2NodeClass, type_: &str) -> &'a nodewright::apis::Condition {
+    let conditions = class.status.as_ref().and_then(|s| s.conditions.as_ref());
+    conditions
+        .and_then(|c| c.iter().find(|c| c.type_ == type_))
+        .unwrap_or_else(|| panic!("no {type_} condition on {:?}", class.metadata.name))
+}
+
+/// `(type, reason, note)` of every event about EC2NodeClass `name`.
+fn events_about(server: &ApiServer, name: &str) -> Vec<(String, String, String)> {
+    server
+        .objects("events.k8s.io", "events")
+        .iter()
+        .filter(|e| e["regarding"]["name"] == name && e["regarding"]["kind"] == "EC2NodeClass")
+        .map(|e| {
+            let text = |field: &str| e[field].as_str().unwrap_or_default().to_string();
+            (text("type"), text("reason"), text("note"))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn default_extensions_make_a_class_ready_with_its_amis() {
+    let (_server, context) = cluster();
+    Api::<NodePool>::all(context.client.clone())
+        .create(&PostParams::default(), &pool("general", "default"))
+        .await
+        .unwrap();
+    let stored = create_and_reconcile(&context, class("default", None)).await;
+
+    let ready = condition(&stored, "ExtensionsReady");
+    assert_eq!(ready.status, ConditionStatus::True);
+    assert_eq!(ready.reason.as_deref(), Some("Ready"));
+    assert_eq!(ready.observed_generation, Some(1));
+    let amis = condition(&stored, "AMIsReady");
+    assert_eq!(amis.status, ConditionStatus::True);
+    let ids: Vec<&str> = stored
+        .status
+        .as_ref()
+        .and_then(|s| s.amis.as_ref())
+        .unwrap()
+        .iter()
+        .map(|a| a.id.as_str())
+        .collect();
+    assert_eq!(ids, ["ami-gpu"], "the pending image is never offered");
+}
+
+#[tokio::test]
+async fn a_failing_module_with_fail_blocks_its_class_and_says_so_in_an_event() {
+    let (server, context) = cluster();
+    let broken =
+        create_and_reconcile(&context, class("broken", Some(missing_filter("Fail")))).await;
+    let healthy = create_and_reconcile(&context, class("healthy", None)).await;
+
+    let failed = condition(&broken, "ExtensionsReady");
+    assert_eq!(failed.status, ConditionStatus::False);
+    assert_eq!(failed.reason.as_deref(), Some("ModuleFailed"));
+    let message = failed.message.as_deref().unwrap();
+    assert!(
+        message.contains("spec.extensions.instanceFilters[0] (missing)"),
+        "{message}"
+    );
+    assert!(message.contains("/nonexistent/filter.wasm"), "{message}");
+    let events = events_about(&server, "broken");
+    assert!(
+        events.iter().any(|(t, r, note)| t == "Warning"
+            && r == "ExtensionModuleFailed"
+            && note.contains("instanceFilters[0]")),
+        "{events:?}"
+    );
+    assert_eq!(
+        condition(&healthy, "ExtensionsReady").status,
+        ConditionStatus::True
+    );
+    assert!(events_about(&server, "healthy").is_empty());
+}
+
+#[tokio::test]
+async fn an_ignored_failure_is_skipped_with_one_warning_event() {
+    let (server, context) = cluster();
+    let stored =
+        create_and_reconcile(&context, class("lenient", Some(missing_filter("Ignore")))).await;
+    let skipped = condition(&stored, "ExtensionsReady");
+    assert_eq!(skipped.status, ConditionStatus::True);
+    assert_eq!(skipped.reason.as_deref(), Some("ModulesSkipped"));
+    // A second pass with nothing new publishes nothing new.
+    reconcile_node_class(&context, &stored).await.unwrap();
+    let events = events_about(&server, "lenient");
+    let warnings: Vec<_> = events
+        .iter()
+        .filter(|(t, r, _)| t == "Warning" && r == "ExtensionModuleSkipped")
+        .collect();
+    assert_eq!(warnings.len(), 1, "{events:?}");
+}
+
+#[tokio::test]
+async fn a_config_map_module_recovers_when_its_config_map_appears() {
+    let (server, context) = cluster();
+    let crate_dir = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/filters/examples/drop-burstable"
+    );
+    let wasm =
+        std::fs::read(nodewright_host::harness::build_component(crate_dir).unwrap()).unwrap();
+    let digest = nodewright_host::sha256_hex(&wasm);
+    let extensions = json!({"instanceFilters": [{
+        "name": "no-burstable",
+        "configMap": {"name": "filters", "namespace": "kube-system", "key": "drop-burstable.wasm"},
+        "sha256": digest,
+    }]});
+    let classes: Api<EC2NodeClass> = Api::all(context.client.clone());
+    let created = classes
+        .create(&PostParams::default(), &class("from-cm", Some(extensions)))
+        .await
+        .unwrap();
+    // Another controller's condition, which this one must leave alone.
+    let other = json!({"status": {"conditions": [{
+        "type": "SubnetsReady", "status": "True", "reason": "SubnetsReady",
+        "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }]}});
+    classes
+        .patch_status("from-cm", &PatchParams::default(), &Patch::Merge(&other))
+        .await
+        .unwrap();
+
+    let current = classes.get("from-cm").await.unwrap();
+    reconcile_node_class(&context, &current).await.unwrap();
+    let missing = classes.get("from-cm").await.unwrap();
+    let failed = condition(&missing, "ExtensionsReady");
+    assert_eq!(failed.status, ConditionStatus::False);
+    assert!(
+        failed
+            .message
+            .as_deref()
+            .unwrap()
+            .contains("kube-system/filters not found")
+    );
+
+    let config_map: ConfigMap = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "filters", "namespace": "kube-system"},
+        "binaryData": {"drop-burstable.wasm": k8s_openapi::ByteString(wasm)},
+    }))
+    .unwrap();
+    Api::<ConfigMap>::namespaced(context.client.clone(), "kube-system")
+        .create(&PostParams::default(), &config_map)
+        .await
+        .unwrap();
+    reconcile_node_class(&context, &missing).await.unwrap();
+    let recovered = classes.get("from-cm").await.unwrap();
+    assert_eq!(
+        condition(&recovered, "ExtensionsReady").status,
+        ConditionStatus::True
+    );
+    assert_eq!(
+        condition(&recovered, "SubnetsReady").status,
+        ConditionStatus::True
+    );
+    let events = events_about(&server, "from-cm");
+    assert!(
+        events
+            .iter()
+            .any(|(t, r, _)| t == "Normal" && r == "ExtensionsReady"),
+        "{events:?}"
+    );
+    assert_eq!(created.metadata.generation, Some(1));
+}
+
+#[tokio::test]
+async fn the_controller_loop_writes_status_for_a_new_class() {
+    let (_server, context) = cluster();
+    let running = tokio::spawn(controllers::run(context.clone()));
+    let classes: Api<EC2NodeClass> = Api::all(context.client.clone());
+    classes
+        .create(&PostParams::default(), &class("watched", None))
+        .await
+        .unwrap();
+    let mut ready = None;
+    for _ in 0..300 {
+        let current = classes.get("watched").await.unwrap();
+        if current
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some()
+        {
+            ready = Some(current);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    running.abort();
+    let ready = ready.expect("the controller wrote no status within 30 s");
+    assert_eq!(
+        condition(&ready, "ExtensionsReady").status,
+        ConditionStatus::True
+    );
+    assert_eq!(condition(&ready, "AMIsReady").status, ConditionStatus::True);
+}

@@ -21,6 +21,7 @@ use kube::runtime::events::{Event, EventType};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
+use tracing::Instrument;
 
 use super::{Context, ControllerError};
 use crate::apis::conditions::find_condition;
@@ -98,10 +99,20 @@ pub async fn reconcile_node_class(
     context: &Context,
     class: &EC2NodeClass,
 ) -> Result<Reconciled, ControllerError> {
+    let span = tracing::info_span!(
+        "nodeclass",
+        nodeclass = %class.name_any(),
+        generation = class.metadata.generation
+    );
+    reconcile_in_span(context, class).instrument(span).await
+}
+
+async fn reconcile_in_span(
+    context: &Context,
+    class: &EC2NodeClass,
+) -> Result<Reconciled, ControllerError> {
     let name = class.name_any();
     let generation = class.metadata.generation;
-    let span = tracing::info_span!("nodeclass", nodeclass = %name, generation);
-    let _guard = span.enter();
     let config_maps = referenced_config_maps(context, class).await?;
     let pools = node_pools_of(context, &name).await?;
 

@@ -165,12 +165,8 @@ impl ApiServer {
     }
 
     fn get(&self, resource: &ResourcePath) -> Result<(StatusCode, Value), ApiError> {
-        let state = self.lock();
-        let object = state
-            .objects
-            .get(&resource.key())
-            .ok_or_else(|| not_found(resource))?;
-        Ok((StatusCode::OK, object.clone()))
+        let (_, object) = stored(&self.lock(), resource)?;
+        Ok((StatusCode::OK, object))
     }
 
     fn list(
@@ -289,8 +285,7 @@ impl ApiServer {
         resource: &ResourcePath,
         body: &Bytes,
     ) -> Result<(StatusCode, Value), ApiError> {
-        let mut object: Value =
-            serde_json::from_slice(body).map_err(|e| bad_request(e.to_string()))?;
+        let mut object = parse_json(body)?;
         let mut state = self.lock();
         let metadata = object
             .get_mut("metadata")
@@ -331,8 +326,7 @@ impl ApiServer {
         );
         metadata.insert("creationTimestamp".to_string(), json!(now()));
         metadata.insert("generation".to_string(), json!(1));
-        let object_ref = &mut object;
-        self.store(&mut state, resource, key, object_ref.take(), "ADDED")
+        self.store(&mut state, resource, key, object, "ADDED")
             .map(|stored| (StatusCode::CREATED, stored))
     }
 
@@ -341,14 +335,9 @@ impl ApiServer {
         resource: &ResourcePath,
         body: &Bytes,
     ) -> Result<(StatusCode, Value), ApiError> {
-        let new: Value = serde_json::from_slice(body).map_err(|e| bad_request(e.to_string()))?;
+        let new = parse_json(body)?;
         let mut state = self.lock();
-        let key = resource.key();
-        let current = state
-            .objects
-            .get(&key)
-            .cloned()
-            .ok_or_else(|| not_found(resource))?;
+        let (key, current) = stored(&state, resource)?;
         let given = new
             .pointer("/metadata/resourceVersion")
             .and_then(Value::as_str)
@@ -377,15 +366,9 @@ impl ApiServer {
         content_type: &str,
         body: &Bytes,
     ) -> Result<(StatusCode, Value), ApiError> {
-        let document: Value =
-            serde_json::from_slice(body).map_err(|e| bad_request(e.to_string()))?;
+        let document = parse_json(body)?;
         let mut state = self.lock();
-        let key = resource.key();
-        let current = state
-            .objects
-            .get(&key)
-            .cloned()
-            .ok_or_else(|| not_found(resource))?;
+        let (key, current) = stored(&state, resource)?;
         let mut patched = current.clone();
         let media = content_type.split(';').next().unwrap_or_default().trim();
         match media {
@@ -413,12 +396,7 @@ impl ApiServer {
 
     fn delete(&self, resource: &ResourcePath) -> Result<(StatusCode, Value), ApiError> {
         let mut state = self.lock();
-        let key = resource.key();
-        let mut object = state
-            .objects
-            .get(&key)
-            .cloned()
-            .ok_or_else(|| not_found(resource))?;
+        let (key, mut object) = stored(&state, resource)?;
         if has_finalizers(&object) {
             if object.pointer("/metadata/deletionTimestamp").is_none()
                 && let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut)
@@ -508,6 +486,22 @@ impl ApiServer {
         // No receivers is fine: nobody is watching.
         let _ = self.changes.send(change);
     }
+}
+
+/// The named object and its key, or NotFound.
+fn stored(state: &State, resource: &ResourcePath) -> Result<(Key, Value), ApiError> {
+    let key = resource.key();
+    let object = state
+        .objects
+        .get(&key)
+        .cloned()
+        .ok_or_else(|| not_found(resource))?;
+    Ok((key, object))
+}
+
+/// A request body as JSON, or BadRequest.
+fn parse_json(body: &Bytes) -> Result<Value, ApiError> {
+    serde_json::from_slice(body).map_err(|e| bad_request(e.to_string()))
 }
 
 /// Everything but metadata and status: what `generation` counts.

@@ -44,7 +44,7 @@ fn node_class(terms: serde_json::Value, extensions: Option<serde_json::Value>) -
 /// Copies one of moto's own images of `arch` under `name` and tags it,
 /// returning the copy's id. (moto's `RegisterImage` records no
 /// architecture, so copies of its built-in images stand in.)
-async fn register(
+pub async fn register(
     clients: &AwsClients,
     name: &str,
     arch: ArchitectureValues,

@@ -274,3 +274,110 @@ async fn the_controller_loop_writes_status_for_a_new_class() {
     );
     assert_eq!(condition(&ready, "AMIsReady").status, ConditionStatus::True);
 }
+
+/// The `nodewright controller` binary, configured only through a kubeconfig
+/// and the standard AWS environment, against the API server emulator served
+/// on 127.0.0.1 and moto: it finds the API server's version, the region's
+/// catalog and the class's image, writes the status, logs JSON lines, and
+/// exits cleanly on SIGTERM.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_controller_binary_runs_against_a_kubeconfig_and_the_aws_environment() {
+    let clients = crate::moto::moto_clients().await;
+    let image = crate::amis::register(
+        &clients,
+        "binary-test-golden",
+        aws_sdk_ec2::types::ArchitectureValues::X8664,
+        &[("team", "binary-test")],
+    )
+    .await;
+
+    let server = ApiServer::default();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let serving = tokio::spawn(server.clone().serve(listener));
+    let dir = std::env::temp_dir().join(format!("nodewright-controller-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters: [{{name: emu, cluster: {{server: 'http://127.0.0.1:{port}'}}}}]\nusers: [{{name: emu, user: {{}}}}]\ncontexts: [{{name: emu, context: {{cluster: emu, user: emu}}}}]\ncurrent-context: emu\n"
+        ),
+    )
+    .unwrap();
+    let mut golden = class("golden", None);
+    golden.spec.ami_family = Some(nodewright::apis::ec2nodeclass::AMIFamily::AL2023);
+    golden.spec.ami_selector_terms =
+        vec![serde_json::from_value(json!({"tags": {"team": "binary-test"}})).unwrap()];
+    let classes: Api<EC2NodeClass> = Api::all(server.client());
+    classes
+        .create(&PostParams::default(), &golden)
+        .await
+        .unwrap();
+
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_nodewright"))
+        .args(["controller", "--region", "us-east-1"])
+        .env("KUBECONFIG", &kubeconfig)
+        .env("AWS_ENDPOINT_URL", &crate::moto::moto().endpoint)
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", "testing")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env_remove("AWS_PROFILE")
+        .env_remove("AWS_REGION")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut written = None;
+    for _ in 0..600 {
+        let current = classes.get("golden").await.unwrap();
+        if current
+            .status
+            .as_ref()
+            .and_then(|s| s.amis.as_ref())
+            .is_some()
+        {
+            written = Some(current);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    std::process::Command::new("kill")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    serving.abort();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let written = written.unwrap_or_else(|| {
+        panic!("no status.amis within 60 s\nstdout:\n{stdout}\nstderr:\n{stderr}")
+    });
+
+    let amis = written
+        .status
+        .as_ref()
+        .and_then(|s| s.amis.as_ref())
+        .unwrap();
+    assert_eq!(
+        amis.iter().map(|a| a.id.as_str()).collect::<Vec<_>>(),
+        [image.as_str()]
+    );
+    assert_eq!(
+        condition(&written, "ExtensionsReady").status,
+        ConditionStatus::True
+    );
+    assert!(
+        output.status.success(),
+        "exit {:?}\n{stderr}",
+        output.status
+    );
+    let starting = stdout
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .find(|line| line["fields"]["message"] == "starting")
+        .unwrap_or_else(|| panic!("no JSON 'starting' line in:\n{stdout}"));
+    assert_eq!(starting["fields"]["region"], "us-east-1");
+    assert_eq!(starting["fields"]["kubernetes_version"], "1.34");
+}

@@ -93,6 +93,43 @@ impl ApiServer {
         kube::Client::new(service, "default")
     }
 
+    /// Serves this API server over plain HTTP/1.1 on `listener`, until the
+    /// task running it is dropped: for running the `nodewright` binary
+    /// against it through a kubeconfig. Bind to 127.0.0.1 only.
+    pub async fn serve(self, listener: tokio::net::TcpListener) -> std::io::Result<()> {
+        loop {
+            let (stream, _) = listener.accept().await?;
+            let server = self.clone();
+            tokio::spawn(async move {
+                let service =
+                    hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
+                        let server = server.clone();
+                        async move {
+                            let (parts, body) = request.into_parts();
+                            let bytes = match body.collect().await {
+                                Ok(collected) => collected.to_bytes(),
+                                Err(e) => {
+                                    return Ok::<_, Infallible>(error(
+                                        StatusCode::BAD_REQUEST,
+                                        "BadRequest",
+                                        &e.to_string(),
+                                    ));
+                                }
+                            };
+                            let request =
+                                Request::from_parts(parts, kube::client::Body::from(bytes));
+                            Ok(server.handle(request).await)
+                        }
+                    });
+                let connection = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+                if let Err(e) = connection.await {
+                    tracing::debug!(error = %e, "API emulator connection ended");
+                }
+            });
+        }
+    }
+
     /// Every stored object of `group`/`plural` (all namespaces), for test assertions.
     pub fn objects(&self, group: &str, plural: &str) -> Vec<Value> {
         self.lock()

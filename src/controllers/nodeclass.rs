@@ -75,11 +75,10 @@ async fn reconcile(
     if class.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
-    let reconciled = reconcile_node_class(&context, &class).await?;
-    Ok(if reconciled.amis_ready.is_true() {
-        Action::requeue(Duration::from_secs(300))
-    } else {
-        Action::requeue(Duration::from_secs(60))
+    Ok(match reconcile_node_class(&context, &class).await? {
+        None => Action::await_change(),
+        Some(done) if done.amis_ready.is_true() => Action::requeue(Duration::from_secs(300)),
+        Some(_) => Action::requeue(Duration::from_secs(60)),
     })
 }
 
@@ -94,11 +93,12 @@ fn error_policy(
 
 /// Reconciles one class: computes its AMIs and extension status, writes
 /// them to `status` (other conditions are left as they are), and publishes
-/// events for conditions that changed.
+/// events for conditions that changed. `None` when the class no longer
+/// exists.
 pub async fn reconcile_node_class(
     context: &Context,
     class: &EC2NodeClass,
-) -> Result<Reconciled, ControllerError> {
+) -> Result<Option<Reconciled>, ControllerError> {
     let span = tracing::info_span!(
         "nodeclass",
         nodeclass = %class.name_any(),
@@ -110,7 +110,7 @@ pub async fn reconcile_node_class(
 async fn reconcile_in_span(
     context: &Context,
     class: &EC2NodeClass,
-) -> Result<Reconciled, ControllerError> {
+) -> Result<Option<Reconciled>, ControllerError> {
     let name = class.name_any();
     let generation = class.metadata.generation;
     let config_maps = referenced_config_maps(context, class).await?;
@@ -156,21 +156,35 @@ async fn reconcile_in_span(
         combined(&outcomes, selection.as_ref()).condition(generation, transition.clone());
     let amis_ready = amis_ready_condition(&amis, no_ami_reason.as_deref(), generation, transition);
 
-    let previous = class
+    // Conditions are merged into the stored list, so the write carries the
+    // resourceVersion it was merged from: if another controller wrote in
+    // between, the API server refuses it and the pass is retried.
+    let classes: Api<EC2NodeClass> = Api::all(context.client.clone());
+    let Some(stored) = classes.get_opt(&name).await? else {
+        return Ok(None);
+    };
+    let previous = stored
         .status
         .as_ref()
         .and_then(|s| s.conditions.clone())
         .unwrap_or_default();
     let conditions = merge_conditions(&previous, [extensions_ready.clone(), amis_ready.clone()]);
     let patch = serde_json::json!({
+        "metadata": {"resourceVersion": stored.metadata.resource_version},
         "status": {
             "conditions": conditions,
             "amis": if amis.is_empty() { serde_json::Value::Null } else { serde_json::to_value(&amis).unwrap_or_default() },
         }
     });
-    Api::<EC2NodeClass>::all(context.client.clone())
+    match classes
         .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await?;
+        .await
+    {
+        Err(kube::Error::Api(status)) if status.code == 404 => return Ok(None),
+        other => {
+            other?;
+        }
+    }
 
     publish_changes(
         context,
@@ -182,11 +196,11 @@ async fn reconcile_in_span(
         selection.as_ref(),
     )
     .await;
-    Ok(Reconciled {
+    Ok(Some(Reconciled {
         extensions_ready,
         amis_ready,
         amis,
-    })
+    }))
 }
 
 /// The ConfigMaps the class's extensions reference (those that exist; a
@@ -335,30 +349,24 @@ async fn publish_changes(
         let combined = combined(outcomes, selection);
         if let Some(blocked) = &combined.blocked {
             events.push((EventType::Warning, "ExtensionModuleFailed", blocked.clone()));
-        } else {
-            for report in &combined.reports {
-                if let (Some(error), FailurePolicy::Ignore) = (&report.error, report.failure_policy)
-                {
-                    events.push((
-                        EventType::Warning,
-                        "ExtensionModuleSkipped",
-                        format!("skipped with failurePolicy Ignore: {error}"),
-                    ));
-                }
-            }
-            let was_ready = find_condition(previous, EXTENSIONS_READY).is_some_and(|c| {
-                c.status == ConditionStatus::True && c.reason.as_deref() == Some("Ready")
-            });
-            if extensions_ready.reason.as_deref() == Some("Ready")
-                && find_condition(previous, EXTENSIONS_READY).is_some()
-                && !was_ready
-            {
+        }
+        for report in &combined.reports {
+            if let (Some(error), FailurePolicy::Ignore) = (&report.error, report.failure_policy) {
                 events.push((
-                    EventType::Normal,
-                    "ExtensionsReady",
-                    "all extension modules ran".to_string(),
+                    EventType::Warning,
+                    "ExtensionModuleSkipped",
+                    format!("skipped with failurePolicy Ignore: {error}"),
                 ));
             }
+        }
+        let before = find_condition(previous, EXTENSIONS_READY);
+        let was_ready = before.is_some_and(|c| c.reason.as_deref() == Some("Ready"));
+        if extensions_ready.reason.as_deref() == Some("Ready") && before.is_some() && !was_ready {
+            events.push((
+                EventType::Normal,
+                "ExtensionsReady",
+                "all extension modules ran".to_string(),
+            ));
         }
     }
     if changed(previous, amis_ready) && amis_ready.status == ConditionStatus::False {

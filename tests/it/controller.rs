@@ -125,8 +125,15 @@ async fn default_extensions_make_a_class_ready_with_its_amis() {
 #[tokio::test]
 async fn a_failing_module_with_fail_blocks_its_class_and_says_so_in_an_event() {
     let (server, context) = cluster();
-    let broken =
-        create_and_reconcile(&context, class("broken", Some(missing_filter("Fail")))).await;
+    // A Fail module, and after it an Ignore module that fails too.
+    let mut filters = missing_filter("Fail");
+    let mut ignored = missing_filter("Ignore")["instanceFilters"][0].clone();
+    ignored["name"] = json!("also-missing");
+    filters["instanceFilters"]
+        .as_array_mut()
+        .unwrap()
+        .push(ignored);
+    let broken = create_and_reconcile(&context, class("broken", Some(filters))).await;
     let healthy = create_and_reconcile(&context, class("healthy", None)).await;
 
     let failed = condition(&broken, "ExtensionsReady");
@@ -143,6 +150,12 @@ async fn a_failing_module_with_fail_blocks_its_class_and_says_so_in_an_event() {
         events.iter().any(|(t, r, note)| t == "Warning"
             && r == "ExtensionModuleFailed"
             && note.contains("instanceFilters[0]")),
+        "{events:?}"
+    );
+    assert!(
+        events.iter().any(|(t, r, note)| t == "Warning"
+            && r == "ExtensionModuleSkipped"
+            && note.contains("instanceFilters[1] (also-missing)")),
         "{events:?}"
     );
     assert_eq!(
@@ -241,6 +254,22 @@ async fn a_config_map_module_recovers_when_its_config_map_appears() {
         "{events:?}"
     );
     assert_eq!(created.metadata.generation, Some(1));
+}
+
+#[tokio::test]
+async fn a_class_deleted_before_its_status_is_written_is_left_alone() {
+    let (_server, context) = cluster();
+    let classes: Api<EC2NodeClass> = Api::all(context.client.clone());
+    let created = classes
+        .create(&PostParams::default(), &class("gone", None))
+        .await
+        .unwrap();
+    classes
+        .delete("gone", &kube::api::DeleteParams::default())
+        .await
+        .unwrap();
+    let result = reconcile_node_class(&context, &created).await.unwrap();
+    assert!(result.is_none());
 }
 
 #[tokio::test]

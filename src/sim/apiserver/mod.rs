@@ -375,23 +375,7 @@ impl ApiServer {
         let new = parse_json(body)?;
         let mut state = self.lock();
         let (key, current) = stored(&state, resource)?;
-        let given = new
-            .pointer("/metadata/resourceVersion")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let stored = current
-            .pointer("/metadata/resourceVersion")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        if !given.is_empty() && given != stored {
-            return Err(ApiError::new(
-                StatusCode::CONFLICT,
-                "Conflict",
-                format!(
-                    "the object has been modified; please apply your changes to the latest version (resourceVersion {given} is not {stored})"
-                ),
-            ));
-        }
+        check_version(&current, &new)?;
         let updated = resource.apply_write(&current, new);
         self.store(&mut state, resource, key, updated, "MODIFIED")
             .map(|stored| (StatusCode::OK, stored))
@@ -426,6 +410,7 @@ impl ApiServer {
                 ));
             }
         }
+        check_version(&current, &patched)?;
         let updated = resource.apply_write(&current, patched);
         self.store(&mut state, resource, key, updated, "MODIFIED")
             .map(|stored| (StatusCode::OK, stored))
@@ -534,6 +519,29 @@ fn stored(state: &State, resource: &ResourcePath) -> Result<(Key, Value), ApiErr
         .cloned()
         .ok_or_else(|| not_found(resource))?;
     Ok((key, object))
+}
+
+/// Optimistic concurrency: a write that names a resourceVersion (a PUT
+/// body, or a patch that sets one) must name the stored one.
+fn check_version(current: &Value, written: &Value) -> Result<(), ApiError> {
+    let version = |object: &Value| {
+        object
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    let (given, stored) = (version(written), version(current));
+    if given.is_empty() || given == stored {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        StatusCode::CONFLICT,
+        "Conflict",
+        format!(
+            "the object has been modified; please apply your changes to the latest version (resourceVersion {given} is not {stored})"
+        ),
+    ))
 }
 
 /// A request body as JSON, or BadRequest.

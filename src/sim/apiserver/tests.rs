@@ -137,6 +137,15 @@ async fn status_writes_touch_only_status_and_generation_counts_spec_changes() {
         .await
         .unwrap_err();
     assert_eq!(api_status(conflict), 409);
+    let stale_status = json!({
+        "metadata": {"resourceVersion": created.metadata.resource_version},
+        "status": {"instanceProfile": "stale"},
+    });
+    let refused = api
+        .patch_status("c", &PatchParams::default(), &Patch::Merge(&stale_status))
+        .await
+        .unwrap_err();
+    assert_eq!(api_status(refused), 409);
 }
 
 #[tokio::test]

@@ -35,6 +35,9 @@ use crate::extensions::{
     AmiSelection, ConfigMapSource, EXTENSIONS_READY, ModuleReport, Outcome, unix_now,
 };
 
+/// How a class whose instance types cannot be resolved is reported.
+const UNRESOLVABLE: &str = "cannot resolve instance types";
+
 /// Longest event note the API server accepts.
 const MAX_NOTE_BYTES: usize = 1024;
 
@@ -152,8 +155,18 @@ async fn reconcile_in_span(
         .unwrap_or_default();
 
     let transition = Time(k8s_openapi::jiff::Timestamp::now());
-    let extensions_ready =
-        combined(&outcomes, selection.as_ref()).condition(generation, transition.clone());
+    let combined_outcome = combined(&outcomes, selection.as_ref());
+    let mut extensions_ready = combined_outcome.condition(generation, transition.clone());
+    // A blocked class whose modules never ran says why in the reason too.
+    if class.spec.effective_extensions().is_err() {
+        extensions_ready.reason = Some("InvalidExtensions".to_string());
+    } else if combined_outcome
+        .blocked
+        .as_deref()
+        .is_some_and(|b| b.starts_with(UNRESOLVABLE))
+    {
+        extensions_ready.reason = Some("InvalidNodeClass".to_string());
+    }
     let amis_ready = amis_ready_condition(&amis, no_ami_reason.as_deref(), generation, transition);
 
     // Conditions are merged into the stored list, so the write carries the
@@ -260,7 +273,7 @@ fn instance_type_outcomes(
         Ok(types) => types,
         Err(e) => {
             return vec![Arc::new(Outcome {
-                blocked: Some(format!("cannot resolve instance types: {e}")),
+                blocked: Some(format!("{UNRESOLVABLE}: {e}")),
                 ..Outcome::default()
             })];
         }

@@ -257,6 +257,25 @@ async fn a_config_map_module_recovers_when_its_config_map_appears() {
 }
 
 #[tokio::test]
+async fn invalid_extensions_are_reported_as_such() {
+    let (server, context) = cluster();
+    let no_source = json!({"instanceFilters": [{"name": "nothing"}]});
+    let stored = create_and_reconcile(&context, class("invalid", Some(no_source))).await;
+    let invalid = condition(&stored, "ExtensionsReady");
+    assert_eq!(invalid.status, ConditionStatus::False);
+    assert_eq!(invalid.reason.as_deref(), Some("InvalidExtensions"));
+    assert!(
+        invalid
+            .message
+            .as_deref()
+            .unwrap()
+            .contains("spec.extensions.instanceFilters[0]"),
+        "{invalid:?}"
+    );
+    assert!(!events_about(&server, "invalid").is_empty());
+}
+
+#[tokio::test]
 async fn a_class_deleted_before_its_status_is_written_is_left_alone() {
     let (_server, context) = cluster();
     let classes: Api<EC2NodeClass> = Api::all(context.client.clone());

@@ -166,16 +166,8 @@ impl Extensions {
         // Informational for filters and scorers; their results are cached
         // per catalog version whatever the time.
         let now = unix_now();
-        let context = |config: &serde_json::Value| nodewright_filter::Context {
-            node_pool: node_pool.to_string(),
-            node_class: class_name.clone(),
-            region: catalog.region().to_string(),
-            config: if config.is_null() {
-                "{}".to_string()
-            } else {
-                config.to_string()
-            },
-            now,
+        let context = |config: &serde_json::Value| {
+            module_context(node_pool, &class_name, catalog.region(), config, now)
         };
         let mut outcome = Outcome {
             instance_types,
@@ -278,17 +270,7 @@ impl Extensions {
         };
         let field = "spec.extensions.amiSelector";
         let mut report = report_for(&module, Role::AmiSelector);
-        let context = nodewright_filter::Context {
-            node_pool: String::new(),
-            node_class: class_name,
-            region: region.to_string(),
-            config: if module.config.is_null() {
-                "{}".to_string()
-            } else {
-                module.config.to_string()
-            },
-            now,
-        };
+        let context = module_context("", &class_name, region, &module.config, now);
         let result = self
             .load(&module, Role::AmiSelector, field, config_maps)
             .and_then(|loaded| {
@@ -415,6 +397,28 @@ pub struct AmiSelection {
     /// Set when the extensions are invalid or a `failurePolicy: Fail`
     /// selector failed: the class may not launch.
     pub blocked: Option<String>,
+}
+
+/// What a module is told about the call; `config` is the entry's JSON
+/// (`{}` when absent).
+fn module_context(
+    node_pool: &str,
+    node_class: &str,
+    region: &str,
+    config: &serde_json::Value,
+    now: i64,
+) -> nodewright_filter::Context {
+    nodewright_filter::Context {
+        node_pool: node_pool.to_string(),
+        node_class: node_class.to_string(),
+        region: region.to_string(),
+        config: if config.is_null() {
+            "{}".to_string()
+        } else {
+            config.to_string()
+        },
+        now,
+    }
 }
 
 /// Seconds since the Unix epoch, for contexts and deprecation checks.

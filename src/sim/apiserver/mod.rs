@@ -569,13 +569,12 @@ fn has_finalizers(object: &Value) -> bool {
         .is_some_and(|f| !f.is_empty())
 }
 
+/// The current time as the API server writes timestamps (whole seconds).
 fn now() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    k8s_openapi::jiff::Timestamp::from_second(i64::try_from(secs).unwrap_or(0))
-        .map(|t| t.to_string())
-        .unwrap_or_default()
+    let now = k8s_openapi::jiff::Timestamp::now();
+    k8s_openapi::jiff::Timestamp::from_second(now.as_second())
+        .unwrap_or(now)
+        .to_string()
 }
 
 fn watch_line(kind: &str, object: &Value) -> Bytes {

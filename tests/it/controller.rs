@@ -83,6 +83,25 @@ fn condition<'a>(class: &'a EC2NodeClass, type_: &str) -> &'a nodewright::apis::
         .unwrap_or_else(|| panic!("no {type_} condition on {:?}", class.metadata.name))
 }
 
+/// Polls class `name` every 100 ms until its status satisfies `done`, or
+/// `None` after `limit` (a generous bound, not a timing assertion).
+async fn wait_for(
+    classes: &Api<EC2NodeClass>,
+    name: &str,
+    limit: Duration,
+    done: impl Fn(&nodewright::apis::EC2NodeClassStatus) -> bool,
+) -> Option<EC2NodeClass> {
+    let deadline = tokio::time::Instant::now() + limit;
+    while tokio::time::Instant::now() < deadline {
+        let current = classes.get(name).await.unwrap();
+        if current.status.as_ref().is_some_and(&done) {
+            return Some(current);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    None
+}
+
 /// `(type, reason, note)` of every event about EC2NodeClass `name`.
 fn events_about(server: &ApiServer, name: &str) -> Vec<(String, String, String)> {
     server
@@ -300,20 +319,10 @@ async fn the_controller_loop_writes_status_for_a_new_class() {
         .create(&PostParams::default(), &class("watched", None))
         .await
         .unwrap();
-    let mut ready = None;
-    for _ in 0..300 {
-        let current = classes.get("watched").await.unwrap();
-        if current
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .is_some()
-        {
-            ready = Some(current);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let ready = wait_for(&classes, "watched", Duration::from_secs(30), |status| {
+        status.conditions.is_some()
+    })
+    .await;
     running.abort();
     let ready = ready.expect("the controller wrote no status within 30 s");
     assert_eq!(
@@ -376,20 +385,10 @@ async fn the_controller_binary_runs_against_a_kubeconfig_and_the_aws_environment
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let mut written = None;
-    for _ in 0..600 {
-        let current = classes.get("golden").await.unwrap();
-        if current
-            .status
-            .as_ref()
-            .and_then(|s| s.amis.as_ref())
-            .is_some()
-        {
-            written = Some(current);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let written = wait_for(&classes, "golden", Duration::from_secs(60), |status| {
+        status.amis.is_some()
+    })
+    .await;
     std::process::Command::new("kill")
         .arg(child.id().to_string())
         .status()

@@ -80,8 +80,9 @@ impl AmiProvider {
         self.run(&queries).await
     }
 
-    /// Runs already-built lookups.
-    pub async fn run(&self, queries: &AmiQueries) -> Result<Vec<Ami>, AmiError> {
+    /// Runs the lookups: SSM parameters first, then one id lookup for
+    /// every id found, then the name / owner / tag searches.
+    async fn run(&self, queries: &AmiQueries) -> Result<Vec<Ami>, AmiError> {
         // (image id, source, variant) per finding, in lookup order.
         let mut by_id: Vec<(String, String, Option<Variant>)> = Vec::new();
         for parameter in &queries.parameters {

@@ -2,6 +2,8 @@
 mod amis;
 mod apis;
 mod cli;
+mod cloudprovider;
+mod cluster;
 mod controller;
 mod extensions;
 mod moto;

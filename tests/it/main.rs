@@ -4,6 +4,7 @@ mod apis;
 mod cli;
 mod cloudprovider;
 mod cluster;
+mod cluster_state;
 mod controller;
 mod extensions;
 mod moto;

@@ -3,6 +3,7 @@
 //! disruption are not built yet.
 
 pub mod nodeclass;
+pub mod provisioning;
 
 use std::sync::Arc;
 

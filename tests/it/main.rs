@@ -8,5 +8,6 @@ mod cluster_state;
 mod controller;
 mod extensions;
 mod moto;
+mod provisioning;
 mod simulate;
 mod support;

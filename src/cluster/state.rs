@@ -27,6 +27,8 @@ use tokio::sync::broadcast;
 
 use super::{ClusterSnapshot, pod_key};
 use crate::apis::{EC2NodeClass, NodeClaim, NodePool};
+use crate::cloudprovider::NodeClassContext;
+use crate::extensions::is_config_map;
 
 /// Changes kept for a slow subscriber before it falls behind and is sent a
 /// full resync instead.
@@ -195,6 +197,35 @@ impl ClusterState {
                 .tracking()
                 .marked_for_deletion
                 .contains(&node.name_any())
+    }
+
+    /// EC2NodeClass `name` with the ConfigMaps its extension modules are
+    /// stored in, for a cloud provider call; `None` when the class does not exist.
+    pub fn node_class_context(&self, name: &str) -> Option<NodeClassContext> {
+        let class = self
+            .node_classes
+            .store
+            .get(&kube::runtime::reflector::ObjectRef::new(name))?;
+        let effective = class.spec.effective_extensions().ok();
+        let referenced = effective
+            .as_ref()
+            .map(|e| e.config_map_references())
+            .unwrap_or_default();
+        let config_maps = self
+            .config_maps
+            .all()
+            .into_iter()
+            .filter(|cm| {
+                referenced
+                    .iter()
+                    .any(|(namespace, name)| is_config_map(cm, namespace, name))
+            })
+            .map(|cm| ConfigMap::clone(&cm))
+            .collect();
+        Some(NodeClassContext {
+            class,
+            config_maps: Arc::new(config_maps),
+        })
     }
 
     /// The cluster as a provisioning decision sees it now: the stores,

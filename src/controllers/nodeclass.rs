@@ -26,9 +26,7 @@ use tracing::Instrument;
 use super::{Context, ControllerError};
 use crate::apis::conditions::find_condition;
 use crate::apis::ec2nodeclass::AMIStatus;
-use crate::apis::{
-    Condition, ConditionStatus, EC2NodeClass, FailurePolicy, ModuleSource, NodePool,
-};
+use crate::apis::{Condition, ConditionStatus, EC2NodeClass, FailurePolicy, NodePool};
 use crate::aws::amis::{amis_ready_condition, status_amis};
 use crate::aws::instance_types::InstanceTypeProvider;
 use crate::extensions::{
@@ -219,18 +217,11 @@ async fn referenced_config_maps(
     let Ok(effective) = class.spec.effective_extensions() else {
         return Ok(Vec::new());
     };
-    let modules = effective
-        .instance_filters
-        .iter()
-        .chain(effective.priority_scorers.iter().map(|s| &s.module))
-        .chain(std::iter::once(&effective.ami_selector));
     let mut found = Vec::new();
-    for module in modules {
-        if let ModuleSource::ConfigMap(reference) = &module.source {
-            let api: Api<ConfigMap> = Api::namespaced(context.client.clone(), &reference.namespace);
-            if let Some(config_map) = api.get_opt(&reference.name).await? {
-                found.push(config_map);
-            }
+    for (namespace, name) in effective.config_map_references() {
+        let api: Api<ConfigMap> = Api::namespaced(context.client.clone(), namespace);
+        if let Some(config_map) = api.get_opt(name).await? {
+            found.push(config_map);
         }
     }
     Ok(found)

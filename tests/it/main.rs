@@ -8,6 +8,7 @@ mod cluster_state;
 mod controller;
 mod extensions;
 mod moto;
+mod nodeclaim_lifecycle;
 mod provisioning;
 mod simulate;
 mod support;

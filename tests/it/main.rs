@@ -2,6 +2,9 @@
 mod amis;
 mod apis;
 mod cli;
+mod cloudprovider;
+mod cluster;
+mod cluster_state;
 mod controller;
 mod extensions;
 mod moto;

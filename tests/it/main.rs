@@ -9,6 +9,7 @@ mod controller;
 mod extensions;
 mod moto;
 mod nodeclaim_lifecycle;
+mod nodepool;
 mod provisioning;
 mod simulate;
 mod support;

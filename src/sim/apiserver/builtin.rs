@@ -37,6 +37,9 @@ pub fn default_on_create(kind: &str, object: &mut Value, uid: &str, serial: u64)
                 if spec.get("serviceAccountName").is_none() {
                     spec["serviceAccountName"] = json!("default");
                 }
+                if spec.get("priorityClassName").is_none() {
+                    set_default(spec, "priority", json!(0));
+                }
             }
             let qos = qos_class(object.get("spec").unwrap_or(&Value::Null));
             object["status"] = json!({"phase": "Pending", "qosClass": qos});
@@ -80,6 +83,7 @@ pub fn default_on_create(kind: &str, object: &mut Value, uid: &str, serial: u64)
             }
             object["status"] = json!({"loadBalancer": {}});
         }
+        "Secret" => set_default(object, "type", json!("Opaque")),
         "PersistentVolumeClaim" => {
             object["status"] = json!({"phase": "Pending"});
         }
@@ -89,6 +93,16 @@ pub fn default_on_create(kind: &str, object: &mut Value, uid: &str, serial: u64)
             });
         }
         _ => {}
+    }
+}
+
+/// A rolling-update strategy unless another type is given.
+fn default_strategy(spec: &mut Value, key: &str, rolling_update: Value) {
+    set_default(spec, key, json!({}));
+    let strategy = &mut spec[key];
+    set_default(strategy, "type", json!("RollingUpdate"));
+    if meta::text(strategy, "/type") == "RollingUpdate" {
+        set_default(strategy, "rollingUpdate", rolling_update);
     }
 }
 
@@ -108,9 +122,6 @@ fn default_pod_spec(spec: &mut Value) {
     set_default(spec, "schedulerName", json!("default-scheduler"));
     set_default(spec, "securityContext", json!({}));
     set_default(spec, "enableServiceLinks", json!(true));
-    if spec.get("priorityClassName").is_none() {
-        set_default(spec, "priority", json!(0));
-    }
     for list in ["containers", "initContainers"] {
         if let Some(containers) = spec.get_mut(list).and_then(Value::as_array_mut) {
             for container in containers {
@@ -178,10 +189,10 @@ fn default_workload(kind: &str, object: &mut Value, uid: &str) {
             set_default(spec, "replicas", json!(1));
             set_default(spec, "revisionHistoryLimit", json!(10));
             set_default(spec, "progressDeadlineSeconds", json!(600));
-            set_default(
+            default_strategy(
                 spec,
                 "strategy",
-                json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}}),
+                json!({"maxSurge": "25%", "maxUnavailable": "25%"}),
             );
         }
         "ReplicaSet" => set_default(spec, "replicas", json!(1)),
@@ -189,11 +200,7 @@ fn default_workload(kind: &str, object: &mut Value, uid: &str) {
             set_default(spec, "replicas", json!(1));
             set_default(spec, "podManagementPolicy", json!("OrderedReady"));
             set_default(spec, "revisionHistoryLimit", json!(10));
-            set_default(
-                spec,
-                "updateStrategy",
-                json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}),
-            );
+            default_strategy(spec, "updateStrategy", json!({"partition": 0}));
             set_default(
                 spec,
                 "persistentVolumeClaimRetentionPolicy",
@@ -202,10 +209,10 @@ fn default_workload(kind: &str, object: &mut Value, uid: &str) {
         }
         "DaemonSet" => {
             set_default(spec, "revisionHistoryLimit", json!(10));
-            set_default(
+            default_strategy(
                 spec,
                 "updateStrategy",
-                json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}),
+                json!({"maxUnavailable": 1, "maxSurge": 0}),
             );
         }
         "Job" => {

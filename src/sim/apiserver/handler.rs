@@ -15,7 +15,7 @@ use super::path::{self, Route};
 use super::resources::ResourceDef;
 use super::table::IncludeObject;
 use super::write::{DeleteOptions, Propagation, WriteOptions};
-use super::{ApiServer, ResponseBody, discovery, events, verbs, watch};
+use super::{ApiServer, ResponseBody, discovery, events, openapi, verbs, watch};
 
 /// How a read answers: plain objects, a Table, or metadata only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -143,11 +143,13 @@ impl Context {
     /// The request body as JSON (YAML for apply patches).
     pub fn body_json(&self) -> Result<Value, ApiError> {
         if self.content_type.contains("protobuf") {
-            return Err(ApiError::new(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "UnsupportedMediaType",
-                "the API server double accepts JSON bodies only",
-            ));
+            return super::protobuf::decode(&self.body).map_err(|e| {
+                ApiError::new(
+                    StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                    "UnsupportedMediaType",
+                    format!("the protobuf body could not be decoded: {e}; send JSON instead"),
+                )
+            });
         }
         match serde_json::from_slice(&self.body) {
             Ok(value) => Ok(value),
@@ -309,6 +311,18 @@ fn serve_discovery(server: &ApiServer, path: &str, accept: &str) -> Option<Respo
         (["api", version], _) => discovery::resource_list(registry, "", version),
         (["apis", group], _) => discovery::api_group(registry, group),
         (["apis", group, version], _) => discovery::resource_list(registry, group, version),
+        (["openapi", "v3"], _) => {
+            let hash = registry
+                .all()
+                .iter()
+                .flat_map(|d| [d.group.as_str(), d.version.as_str(), d.plural.as_str()])
+                .flat_map(str::bytes)
+                .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+                    (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+                });
+            Some(openapi::index(registry, hash))
+        }
+        (["openapi", "v3", rest @ ..], _) => openapi::document(registry, &rest.join("/")),
         (["openapi", ..], _) => None,
         _ => return None,
     };

@@ -57,7 +57,9 @@
 //! # What it does not implement
 //!
 //! Authentication, RBAC, admission webhooks and most admission plugins,
-//! full validation of built-in kinds, protobuf, OpenAPI documents, graceful
+//! full validation of built-in kinds, protobuf responses (protobuf request
+//! bodies of the served kinds are decoded), OpenAPI v2 and schemas of
+//! built-in kinds in OpenAPI v3 (only what kubectl needs is served), graceful
 //! pod termination (a deleted pod without finalizers disappears at once:
 //! there is no kubelet to confirm it), `pods/log`, `exec` and
 //! port-forwarding, API versions other than the ones listed (no
@@ -75,9 +77,11 @@ mod gc;
 mod handler;
 mod jsonpath;
 mod meta;
+mod openapi;
 mod patch;
 mod path;
 mod printers;
+mod protobuf;
 mod resources;
 mod selector;
 mod store;

@@ -54,7 +54,7 @@ impl CrdSchema {
         if strict && !unknown.is_empty() {
             return Err(Refusal::UnknownFields(unknown));
         }
-        let object = apply_defaults(&self.schema, &object);
+        let object = defaulted(&self.schema, object);
         let mut causes = Vec::new();
         structural(&self.schema, &object, "", &mut causes);
         let result = with_validator(|v| v.validate_compiled(&self.compiled, &object, old));
@@ -65,6 +65,19 @@ impl CrdSchema {
             Err(Refusal::Invalid(causes))
         }
     }
+}
+
+/// Schema defaults, applied again inside defaulted values until nothing
+/// changes (a defaulted object gets the defaults of its own fields).
+fn defaulted(schema: &Value, mut object: Value) -> Value {
+    for _ in 0..8 {
+        let next = apply_defaults(schema, &object);
+        if next == object {
+            break;
+        }
+        object = next;
+    }
+    object
 }
 
 fn with_validator<T>(f: impl FnOnce(&Validator) -> T) -> T {
@@ -86,7 +99,7 @@ pub fn validate(schema: &Value, object: &Value, old: Option<&Value>) -> Vec<Stri
         .iter()
         .map(|path| format!("{path}: field not declared in schema"))
         .collect();
-    let defaulted = apply_defaults(schema, object);
+    let defaulted = defaulted(schema, object.clone());
     let mut causes = Vec::new();
     structural(schema, &defaulted, "", &mut causes);
     let result = with_validator(|v| v.validate(schema, object, old));

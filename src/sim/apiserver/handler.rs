@@ -63,6 +63,18 @@ pub fn output(def: &ResourceDef, object: &Value) -> Value {
     object
 }
 
+/// An object shaped as the request asked, serialized; plain objects
+/// whose apiVersion is already the served one are written without a copy.
+pub fn shaped_text(def: &ResourceDef, object: &Value, shape: Shape) -> String {
+    let served =
+        object.get("apiVersion").and_then(Value::as_str) == Some(def.api_version().as_str());
+    if shape == Shape::Object && served && !def.is_event_alias() {
+        object.to_string()
+    } else {
+        shaped(def, object, shape).to_string()
+    }
+}
+
 /// An object shaped as the request asked.
 pub fn shaped(def: &ResourceDef, object: &Value, shape: Shape) -> Value {
     match shape {
@@ -91,6 +103,16 @@ pub fn json_response_with_type(
             .headers_mut()
             .insert(http::header::CONTENT_TYPE, value);
     }
+    response
+}
+
+/// A 200 response of already serialized JSON.
+fn text_json_response(text: String) -> Response<ResponseBody> {
+    let mut response = Response::new(Full::new(Bytes::from(text)).boxed_unsync());
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
     response
 }
 
@@ -282,6 +304,13 @@ pub async fn handle(server: &ApiServer, request: Request<Bytes>) -> Response<Res
             .is_some_and(|w| w == "true" || w == "1")
     {
         return watch::watch(server, &route, &context);
+    }
+    if context.method == Method::GET && route.name.is_none() && context.shape == Shape::Object {
+        let state = server.lock();
+        return match verbs::list_text(&state, &route, &context) {
+            Ok(text) => text_json_response(text),
+            Err(e) => error_response(&e),
+        };
     }
     match dispatch(server, &route, &context) {
         Ok((status, value)) => json_response(status, &value),

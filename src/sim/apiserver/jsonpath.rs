@@ -95,7 +95,10 @@ pub fn find<'a>(object: &'a Value, path: &str) -> Result<Vec<&'a Value>, String>
                             let found = field.iter().try_fold(*item, |v, k| v.get(k));
                             match found {
                                 Some(Value::String(s)) => s == expected,
-                                Some(other) => other.to_string() == *expected,
+                                Some(other) => {
+                                    serde_json::from_str::<Value>(expected).ok().as_ref()
+                                        == Some(other)
+                                }
                                 None => false,
                             }
                         }));

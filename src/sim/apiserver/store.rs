@@ -271,7 +271,7 @@ impl Store {
             Some(first) => (version + 1).saturating_sub(first.resource_version) as usize,
             None => 0,
         };
-        Ok(self.history.iter().skip(skip))
+        Ok(self.history.range(skip.min(self.history.len())..))
     }
 
     /// A collection as it was at `version` (a consistent snapshot for

@@ -13,7 +13,7 @@ use super::State;
 use super::apply::{self, Writer};
 use super::error::{ApiError, Cause, success_status};
 use super::events;
-use super::handler::{Context, Shape, output, shaped};
+use super::handler::{Context, Shape, output, shaped, shaped_text};
 use super::meta;
 use super::patch;
 use super::path::Route;
@@ -35,7 +35,7 @@ fn decode_continue(token: &str) -> Result<(u64, ObjKey), ApiError> {
     let invalid = || {
         ApiError::bad_request("continue key is not valid: the token was not issued by this server")
     };
-    if token.len() % 2 != 0 {
+    if !token.len().is_multiple_of(2) {
         return Err(invalid());
     }
     let bytes: Result<Vec<u8>, _> = (0..token.len())
@@ -84,11 +84,12 @@ pub fn get(
     Ok((StatusCode::OK, shaped(&route.def, object, shape)))
 }
 
-pub fn list(
+/// The objects one list request selects (one page) and its list metadata.
+fn select(
     state: &State,
     route: &Route,
     context: &Context,
-) -> Result<(StatusCode, Value), ApiError> {
+) -> Result<(Vec<Arc<Value>>, Value), ApiError> {
     let def = &route.def;
     let selector = Selector::from_params(&context.params).map_err(ApiError::bad_request)?;
     let limit: Option<usize> = context
@@ -136,10 +137,10 @@ pub fn list(
         })
     };
     let mut matching = all.filter(|o| after(o) && selector.matches(o));
-    let mut items: Vec<Value> = Vec::new();
+    let mut items: Vec<Arc<Value>> = Vec::new();
     let mut last: Option<ObjKey> = None;
     for object in matching.by_ref() {
-        items.push(output(def, object));
+        items.push(object.clone());
         if limit.is_some_and(|l| items.len() >= l) {
             last = Some((
                 meta::namespace(object).to_string(),
@@ -154,8 +155,22 @@ pub fn list(
         metadata["continue"] = json!(encode_continue(version, &last));
         metadata["remainingItemCount"] = json!(remaining);
     }
+    Ok((items, metadata))
+}
+
+/// A list as a Table or as metadata only.
+pub fn list(
+    state: &State,
+    route: &Route,
+    context: &Context,
+) -> Result<(StatusCode, Value), ApiError> {
+    let def = &route.def;
+    let (items, metadata) = select(state, route, context)?;
     let body = match context.shape {
-        Shape::Table(include) => table::table(def, &items, metadata, include),
+        Shape::Table(include) => {
+            let items: Vec<Value> = items.iter().map(|o| output(def, o)).collect();
+            table::table(def, &items, metadata, include)
+        }
         Shape::Metadata => json!({
             "kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": metadata,
             "items": items.iter().map(|o| json!({
@@ -163,14 +178,31 @@ pub fn list(
                 "metadata": o.get("metadata").cloned().unwrap_or(json!({})),
             })).collect::<Vec<_>>(),
         }),
-        Shape::Object => json!({
-            "apiVersion": def.api_version(),
-            "kind": format!("{}List", def.kind),
-            "metadata": metadata,
-            "items": items,
-        }),
+        Shape::Object => {
+            let items: Vec<Value> = items.iter().map(|o| output(def, o)).collect();
+            json!({"apiVersion": def.api_version(), "kind": format!("{}List", def.kind), "metadata": metadata, "items": items})
+        }
     };
     Ok((StatusCode::OK, body))
+}
+
+/// A plain list, serialized without copying the objects.
+pub fn list_text(state: &State, route: &Route, context: &Context) -> Result<String, ApiError> {
+    let def = &route.def;
+    let (items, metadata) = select(state, route, context)?;
+    let mut text = format!(
+        "{{\"apiVersion\":{},\"kind\":{},\"metadata\":{metadata},\"items\":[",
+        json!(def.api_version()),
+        json!(format!("{}List", def.kind)),
+    );
+    for (i, object) in items.iter().enumerate() {
+        if i > 0 {
+            text.push(',');
+        }
+        text.push_str(&shaped_text(def, object, Shape::Object));
+    }
+    text.push_str("]}");
+    Ok(text)
 }
 
 pub fn create(

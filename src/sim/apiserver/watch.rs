@@ -15,7 +15,7 @@ use http_body_util::{BodyExt, StreamBody};
 use serde_json::{Value, json};
 
 use super::error::ApiError;
-use super::handler::{Context, Shape, error_response, shaped};
+use super::handler::{Context, Shape, error_response, shaped_text};
 use super::path::Route;
 use super::resources::ResourceDef;
 use super::selector::Selector;
@@ -26,9 +26,12 @@ use super::{ApiServer, ResponseBody};
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
 
 fn line(event: &str, object: &Value) -> Bytes {
-    let mut text = json!({"type": event, "object": object}).to_string();
-    text.push('\n');
-    Bytes::from(text)
+    raw_line(event, &object.to_string())
+}
+
+/// A watch event around an already serialized object.
+fn raw_line(event: &str, object: &str) -> Bytes {
+    Bytes::from(format!("{{\"type\":\"{event}\",\"object\":{object}}}\n"))
 }
 
 fn bookmark(def: &ResourceDef, version: u64, initial_end: bool) -> Bytes {
@@ -82,9 +85,9 @@ impl Filter {
             (EventType::Modified, true, false) => EventType::Deleted,
             _ => return None,
         };
-        Some(line(
+        Some(raw_line(
             event.as_str(),
-            &shaped(&self.def, &change.object, self.shape),
+            &shaped_text(&self.def, &change.object, self.shape),
         ))
     }
 }
@@ -137,7 +140,10 @@ pub fn watch(server: &ApiServer, route: &Route, context: &Context) -> Response<R
                     .list(&filter.def.storage, filter.namespace.as_deref())
                 {
                     if filter.selector.matches(object) {
-                        first.push(line("ADDED", &shaped(&filter.def, object, filter.shape)));
+                        first.push(raw_line(
+                            "ADDED",
+                            &shaped_text(&filter.def, object, filter.shape),
+                        ));
                     }
                 }
                 sent_up_to = current;

@@ -229,6 +229,10 @@ async fn kubectl_manages_a_cluster_on_the_double() {
         described.contains("NewReplicaSet:") && described.contains("3/3 replicas created"),
         "{described}"
     );
+    assert!(
+        described.contains("ScalingReplicaSet") && described.contains("from 8 to 3"),
+        "{described}"
+    );
 
     served.kubectl(&["cordon", "node-a"]).await;
     assert_eq!(

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::{create_pod, is_active, live, owned, pods, storage, write_status};
+use super::{create_pod, delete_pod, is_active, live, owned, pods, record, storage, write_status};
 use crate::sim::apiserver::State;
 use crate::sim::apiserver::meta;
 
@@ -186,19 +186,28 @@ pub fn reconcile(state: &mut State, namespace: &str, name: &str) {
                 "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}],
             }});
         }
-        create_pod(
+        if let Some(pod) = create_pod(
             state,
             &set,
             &pod_template,
             None,
             &[("pod-template-generation", generation.clone())],
             MANAGER,
-        );
+        ) {
+            record(
+                state,
+                &set,
+                "Normal",
+                "SuccessfulCreate",
+                &format!("Created pod: {pod}"),
+                MANAGER,
+            );
+        }
     }
     for (node, node_pods) in &by_node {
         let keep = usize::from(eligible.contains(node));
         for pod in node_pods.iter().skip(keep) {
-            state.delete_quietly(&pods(), namespace, meta::name(pod));
+            delete_pod(state, &set, meta::name(pod), MANAGER);
         }
     }
     let active: Vec<Arc<Value>> = owned(state, &set, &pods())

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::{live, owned, storage, template_hash, write_status};
+use super::{live, owned, record, storage, template_hash, write_status};
 use crate::sim::apiserver::State;
 use crate::sim::apiserver::meta;
 use crate::sim::apiserver::write::WriteOptions;
@@ -79,10 +79,24 @@ pub fn reconcile(state: &mut State, namespace: &str, name: &str) {
         } else {
             0
         };
-        if !paused && meta::int(&rs, "/spec/replicas", 1) != desired {
+        let current = meta::int(&rs, "/spec/replicas", 1);
+        if !paused && current != desired {
             let mut scaled = (*rs).clone();
             scaled["spec"]["replicas"] = json!(desired);
             state.update_quietly(&sets, scaled, "", MANAGER);
+            let direction = if desired > current { "up" } else { "down" };
+            let message = format!(
+                "Scaled {direction} replica set {} from {current} to {desired}",
+                meta::name(&rs)
+            );
+            record(
+                state,
+                &deployment,
+                "Normal",
+                "ScalingReplicaSet",
+                &message,
+                MANAGER,
+            );
         }
     }
     clean_up_history(state, &deployment, &new_rs);
@@ -163,7 +177,21 @@ fn create_replica_set(
         rs,
         &WriteOptions::controller(MANAGER),
     ) {
-        Ok(rs) => Some(rs),
+        Ok(rs) => {
+            let message = format!(
+                "Scaled up replica set {} from 0 to {replicas}",
+                meta::name(&rs)
+            );
+            record(
+                state,
+                deployment,
+                "Normal",
+                "ScalingReplicaSet",
+                &message,
+                MANAGER,
+            );
+            Some(rs)
+        }
         Err(e) => {
             tracing::warn!(error = %e.message, "API server double: could not create a ReplicaSet");
             None

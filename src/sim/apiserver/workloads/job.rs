@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use super::{create_pod, is_active, live, owned, pods, storage};
+use super::{create_pod, delete_pod, is_active, live, owned, pods, record, storage};
 use crate::sim::apiserver::State;
 use crate::sim::apiserver::meta;
 
@@ -88,7 +88,16 @@ pub fn reconcile(state: &mut State, namespace: &str, name: &str) {
             .cloned()
             .unwrap_or_else(|| json!({}));
         for _ in running..want {
-            create_pod(state, &job, &template, None, &[], MANAGER);
+            if let Some(pod) = create_pod(state, &job, &template, None, &[], MANAGER) {
+                record(
+                    state,
+                    &job,
+                    "Normal",
+                    "SuccessfulCreate",
+                    &format!("Created pod: {pod}"),
+                    MANAGER,
+                );
+            }
         }
     } else if want < running {
         let extra: Vec<String> = active
@@ -97,7 +106,7 @@ pub fn reconcile(state: &mut State, namespace: &str, name: &str) {
             .map(|p| meta::name(p).to_string())
             .collect();
         for pod in extra {
-            state.delete_quietly(&pods(), namespace, &pod);
+            delete_pod(state, &job, &pod, MANAGER);
         }
     }
     if !suspended && status.get("startTime").is_none() {
@@ -113,6 +122,21 @@ pub fn reconcile(state: &mut State, namespace: &str, name: &str) {
     let mut updated = (*job).clone();
     updated["status"] = status;
     for c in finish {
+        match meta::text(&c, "/type") {
+            "Complete" => record(state, &job, "Normal", "Completed", "Job completed", MANAGER),
+            "Failed" => {
+                let message = meta::text(&c, "/message").to_string();
+                record(
+                    state,
+                    &job,
+                    "Warning",
+                    "BackoffLimitExceeded",
+                    &message,
+                    MANAGER,
+                );
+            }
+            _ => {}
+        }
         meta::set_condition(&mut updated, c);
     }
     if suspended {

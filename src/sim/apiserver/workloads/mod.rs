@@ -94,7 +94,7 @@ pub(super) fn is_active(pod: &Value) -> bool {
 }
 
 /// Creates a pod from `template` owned by `owner`; `name` is exact when
-/// given, else generated from `owner`'s name.
+/// given, else generated from `owner`'s name. Returns the pod's name.
 pub(super) fn create_pod(
     state: &mut State,
     owner: &Value,
@@ -102,10 +102,8 @@ pub(super) fn create_pod(
     name: Option<&str>,
     extra_labels: &[(&str, String)],
     manager: &str,
-) {
-    let Some(def) = state.registry.by_storage(&pods()) else {
-        return;
-    };
+) -> Option<String> {
+    let def = state.registry.by_storage(&pods())?;
     let mut metadata = template
         .get("metadata")
         .cloned()
@@ -130,9 +128,76 @@ pub(super) fn create_pod(
         "spec": template.get("spec").cloned().unwrap_or_else(|| json!({})),
     });
     let namespace = meta::namespace(owner).to_string();
-    if let Err(e) = state.create(&def, &namespace, pod, &WriteOptions::controller(manager)) {
-        tracing::warn!(error = %e.message, "API server double: {manager} could not create a pod");
+    match state.create(&def, &namespace, pod, &WriteOptions::controller(manager)) {
+        Ok(pod) => Some(meta::name(&pod).to_string()),
+        Err(e) => {
+            tracing::warn!(error = %e.message, "API server double: {manager} could not create a pod");
+            record(
+                state,
+                owner,
+                "Warning",
+                "FailedCreate",
+                &format!("Error creating: {}", e.message),
+                manager,
+            );
+            None
+        }
     }
+}
+
+/// Records a core Event about `object` from controller `component`, as
+/// the real controllers do (`kubectl describe` shows them).
+pub(super) fn record(
+    state: &mut State,
+    object: &Value,
+    type_: &str,
+    reason: &str,
+    message: &str,
+    component: &str,
+) {
+    let events = storage("", "events");
+    let Some(def) = state.registry.by_storage(&events) else {
+        return;
+    };
+    let namespace = match meta::namespace(object) {
+        "" => "default".to_string(),
+        ns => ns.to_string(),
+    };
+    let now = meta::now();
+    let serial = state.store.next_serial();
+    let event = json!({
+        "metadata": {"name": format!("{}.{serial:016x}", meta::name(object))},
+        "involvedObject": {
+            "apiVersion": meta::text(object, "/apiVersion"), "kind": meta::text(object, "/kind"),
+            "name": meta::name(object), "namespace": meta::namespace(object), "uid": meta::uid(object),
+            "resourceVersion": meta::text(object, "/metadata/resourceVersion"),
+        },
+        "type": type_, "reason": reason, "message": message,
+        "source": {"component": component},
+        "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+        "reportingComponent": component, "reportingInstance": "",
+    });
+    if let Err(e) = state.create(
+        &def,
+        &namespace,
+        event,
+        &WriteOptions::controller(component),
+    ) {
+        tracing::debug!(error = %e.message, "API server double: event not recorded");
+    }
+}
+
+/// Deletes a pod owned by `owner` and records it.
+pub(super) fn delete_pod(state: &mut State, owner: &Value, pod: &str, manager: &str) {
+    state.delete_quietly(&pods(), meta::namespace(owner), pod);
+    record(
+        state,
+        owner,
+        "Normal",
+        "SuccessfulDelete",
+        &format!("Deleted pod: {pod}"),
+        manager,
+    );
 }
 
 /// Writes `status` to a workload through its status subresource when it changed.

@@ -4,7 +4,9 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::{counts, create_pod, is_active, live, owned, pods, storage, write_status};
+use super::{
+    counts, create_pod, delete_pod, is_active, live, owned, pods, record, storage, write_status,
+};
 use crate::sim::apiserver::State;
 use crate::sim::apiserver::meta;
 
@@ -36,12 +38,21 @@ pub fn reconcile(state: &mut State, namespace: &str, name: &str) {
         .cloned()
         .unwrap_or_else(|| json!({}));
     for _ in 0..diff.max(0) {
-        create_pod(state, &rs, &template, None, &[], MANAGER);
+        if let Some(pod) = create_pod(state, &rs, &template, None, &[], MANAGER) {
+            record(
+                state,
+                &rs,
+                "Normal",
+                "SuccessfulCreate",
+                &format!("Created pod: {pod}"),
+                MANAGER,
+            );
+        }
     }
     if diff < 0 {
         active.sort_by_key(|p| deletion_rank(p));
         for pod in active.iter().take((-diff) as usize) {
-            state.delete_quietly(&pods(), namespace, meta::name(pod));
+            delete_pod(state, &rs, meta::name(pod), MANAGER);
         }
     }
     let (count, ready) = counts(&owned(state, &rs, &pods()));

@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use super::{counts, create_pod, live, owned, pods, storage, template_hash, write_status};
+use super::{counts, create_pod, live, owned, pods, record, storage, template_hash, write_status};
 use crate::sim::apiserver::State;
 use crate::sim::apiserver::meta;
 use crate::sim::apiserver::write::WriteOptions;
@@ -56,14 +56,19 @@ pub fn reconcile(state: &mut State, namespace: &str, name: &str) {
             ("apps.kubernetes.io/pod-index", i.to_string()),
             ("controller-revision-hash", revision.clone()),
         ];
-        create_pod(
+        if create_pod(
             state,
             &set,
             &pod_template,
             Some(&pod_name),
             &labels,
             MANAGER,
-        );
+        )
+        .is_some()
+        {
+            let message = format!("create Pod {pod_name} in StatefulSet {name} successful");
+            record(state, &set, "Normal", "SuccessfulCreate", &message, MANAGER);
+        }
     }
     let mut extra: Vec<(i64, String)> = existing
         .iter()
@@ -74,6 +79,8 @@ pub fn reconcile(state: &mut State, namespace: &str, name: &str) {
     extra.sort_by_key(|(o, _)| std::cmp::Reverse(*o));
     for (_, pod) in extra {
         state.delete_quietly(&pods(), namespace, &pod);
+        let message = format!("delete Pod {pod} in StatefulSet {name} successful");
+        record(state, &set, "Normal", "SuccessfulDelete", &message, MANAGER);
     }
     let (count, ready) = counts(&owned(state, &set, &pods()));
     let status = json!({

@@ -296,6 +296,48 @@ async fn kubectl_manages_a_cluster_on_the_double() {
         .await;
     assert!(!ok && refused.contains("spec.weight"), "{refused}");
 
+    let server_side = served
+        .kubectl(&[
+            "apply",
+            "--server-side",
+            "-f",
+            &example("ec2nodeclass.yaml"),
+        ])
+        .await;
+    assert!(server_side.contains("serverside-applied"), "{server_side}");
+    served
+        .kubectl(&[
+            "create",
+            "deployment",
+            "kept",
+            "-n",
+            "shop",
+            "--image=kept:1",
+        ])
+        .await;
+    served
+        .kubectl(&[
+            "delete",
+            "deployment",
+            "kept",
+            "-n",
+            "shop",
+            "--cascade=orphan",
+        ])
+        .await;
+    let kept = served
+        .kubectl(&[
+            "get",
+            "replicasets",
+            "-n",
+            "shop",
+            "-l",
+            "app=kept",
+            "--no-headers",
+        ])
+        .await;
+    assert_eq!(kept.lines().count(), 1, "{kept}");
+
     let deleted = served
         .kubectl(&["delete", "deployment", "web", "-n", "shop"])
         .await;
@@ -303,12 +345,11 @@ async fn kubectl_manages_a_cluster_on_the_double() {
         deleted.contains("deployment.apps \"web\" deleted"),
         "{deleted}"
     );
+    let left = pods.list(&ListParams::default()).await.unwrap().items;
     assert!(
-        pods.list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .is_empty()
+        left.iter()
+            .all(|p| p.metadata.labels.as_ref().unwrap()["app"] == "kept"),
+        "{left:?}"
     );
     served
         .kubectl(&["delete", "nodepool", "general-purpose"])

@@ -8,7 +8,10 @@
 
 pub mod capacity;
 pub mod labels;
+mod provider;
 mod settings;
+
+pub use provider::{InstanceTypeProvider, MAX_RESOLVED};
 
 use std::collections::{BTreeMap, BTreeSet};
 

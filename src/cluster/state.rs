@@ -155,8 +155,9 @@ impl ClusterState {
     }
 
     /// Records that `pod` (`namespace/name`) is planned onto `target` (a
-    /// NodeClaim or Node) for `period`: until it binds or the period ends,
-    /// it is not provisioned for again.
+    /// NodeClaim or Node) for `period`: until it binds or the period ends
+    /// (or, for a NodeClaim still launching, until it launches or is
+    /// deleted), it is not provisioned for again.
     pub fn nominate(&self, pod: &str, target: &str, period: Duration) {
         self.tracking().nominations.insert(
             pod.to_string(),
@@ -172,6 +173,14 @@ impl ClusterState {
             .get(pod)
             .filter(|(_, until)| *until > now)
             .map(|(target, _)| target.clone())
+    }
+
+    /// Drops every nomination to `target` (a NodeClaim that was deleted
+    /// before its node came up), so its pods are provisioned again.
+    pub fn release_nominations(&self, target: &str) {
+        self.tracking()
+            .nominations
+            .retain(|_, (nominee, _)| nominee != target);
     }
 
     /// Records a NodeClaim this process created, until the watch shows it.
@@ -245,9 +254,16 @@ impl ClusterState {
             .filter(|p| p.spec.as_ref().is_some_and(|s| s.node_name.is_some()))
             .map(|p| pod_key(p))
             .collect();
-        tracking
-            .nominations
-            .retain(|pod, (_, until)| *until > now && !bound.contains(pod));
+        // A nomination to a NodeClaim still launching holds past its period:
+        // the claim offers no capacity to place the pod on until it launches.
+        let launching: BTreeSet<String> = node_claims
+            .iter()
+            .filter(|c| c.status.as_ref().is_none_or(|s| s.allocatable.is_none()))
+            .map(|c| c.name_any())
+            .collect();
+        tracking.nominations.retain(|pod, (target, until)| {
+            !bound.contains(pod) && (*until > now || launching.contains(target))
+        });
         let nominated = tracking
             .nominations
             .iter()

@@ -378,7 +378,7 @@ async fn publish_changes(
         let event = Event {
             type_,
             reason: reason.to_string(),
-            note: Some(truncate(note, MAX_NOTE_BYTES)),
+            note: Some(super::truncate(note, MAX_NOTE_BYTES)),
             action: "Reconcile".to_string(),
             secondary: None,
         };
@@ -386,16 +386,4 @@ async fn publish_changes(
             tracing::warn!(%error, reason, "cannot publish event");
         }
     }
-}
-
-/// `text` cut to at most `max` bytes on a character boundary.
-fn truncate(mut text: String, max: usize) -> String {
-    if text.len() > max {
-        let mut end = max;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text.truncate(end);
-    }
-    text
 }

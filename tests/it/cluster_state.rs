@@ -114,19 +114,27 @@ async fn the_snapshot_holds_created_claims_nominations_and_marked_nodes() {
     pods.create(&PostParams::default(), &pod("web-0", None))
         .await
         .unwrap();
-    state.nominate("default/web-0", "general-abc", Duration::from_secs(60));
-    state.nominate("default/web-1", "general-abc", Duration::ZERO);
+    state.nominate("default/web-0", "node-b", Duration::from_secs(60));
+    state.nominate("default/web-1", "node-b", Duration::ZERO);
+    // A claim still launching holds its pods past the period.
+    state.nominate("default/web-2", "general-abc", Duration::ZERO);
     eventually("the pod in the store", || state.pods.all().len() == 1).await;
     let nominated = state.snapshot().nominated;
     assert_eq!(
         nominated.get("default/web-0").map(String::as_str),
-        Some("general-abc")
+        Some("node-b")
     );
     assert!(!nominated.contains_key("default/web-1"), "expired");
+    assert_eq!(
+        nominated.get("default/web-2").map(String::as_str),
+        Some("general-abc")
+    );
+    state.release_nominations("general-abc");
+    assert!(!state.snapshot().nominated.contains_key("default/web-2"));
     pods.delete("web-0", &DeleteParams::default())
         .await
         .unwrap();
-    pods.create(&PostParams::default(), &pod("web-0", Some("node-a")))
+    pods.create(&PostParams::default(), &pod("web-0", Some("node-b")))
         .await
         .unwrap();
     eventually("the bound pod in the store", || {

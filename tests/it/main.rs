@@ -10,6 +10,7 @@ mod controller;
 mod extensions;
 mod kubectl;
 mod moto;
+mod nodeclaim_lifecycle;
 mod provisioning;
 mod simulate;
 mod support;

@@ -248,7 +248,7 @@ impl Provisioner {
             let event = Event {
                 type_: EventType::Warning,
                 reason: "FailedScheduling".to_string(),
-                note: Some(truncate(
+                note: Some(super::truncate(
                     format!("Failed to schedule pod, {}", error.reason),
                     MAX_NOTE_BYTES,
                 )),
@@ -260,16 +260,4 @@ impl Provisioner {
             }
         }
     }
-}
-
-/// `text` cut to at most `max` bytes on a character boundary.
-fn truncate(mut text: String, max: usize) -> String {
-    if text.len() > max {
-        let mut end = max;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text.truncate(end);
-    }
-    text
 }

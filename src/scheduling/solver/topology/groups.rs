@@ -4,9 +4,9 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use super::index::Reqs;
-use super::pod::{LabelSelector, NamespaceScope};
-use super::taints::{Taint, Toleration, first_untolerated};
+use crate::scheduling::index::Reqs;
+use crate::scheduling::pod::{LabelSelector, NamespaceScope};
+use crate::scheduling::taints::{Taint, Toleration, first_untolerated};
 
 /// What a group constrains.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

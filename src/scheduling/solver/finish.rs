@@ -1,0 +1,149 @@
+//! Turns the solve's claims into [`NewNodeClaim`]s: ranked instance-type
+//! options, the chosen offering, requirements and labels.
+
+use crate::scheduling::index::export_reqs;
+use crate::scheduling::input::{InstanceTypeOption, NewNodeClaim, PodError, SchedulingResult};
+use crate::scheduling::labels;
+
+use super::Solver;
+use super::new_claims::Claim;
+use super::offerings::{Offer, OfferCache, OfferView};
+use super::overlay::Overlay;
+
+impl Solver<'_> {
+    pub(super) fn finish(mut self) -> SchedulingResult {
+        let claims = std::mem::take(&mut self.claims);
+        let mut cache = OfferCache::new();
+        let mut out = Vec::new();
+        for claim in claims {
+            match self.finalize(&claim, &mut cache) {
+                Ok(nc) => out.push(nc),
+                Err(reason) => {
+                    for pi in &claim.pods {
+                        let pod = &self.input.pods[self.pods[*pi as usize].input];
+                        self.errors.push(PodError {
+                            pod: pod.reference(),
+                            reason: reason.clone(),
+                        });
+                    }
+                }
+            }
+        }
+        SchedulingResult {
+            new_node_claims: out,
+            existing_node_placements: self.placements,
+            errors: self.errors,
+        }
+    }
+
+    pub(super) fn finalize(
+        &self,
+        claim: &Claim,
+        cache: &mut OfferCache,
+    ) -> Result<NewNodeClaim, String> {
+        let pool = &self.pools[claim.pool];
+        let ov = Overlay::new(&claim.reqs);
+        let view = OfferView::new(self, &ov);
+        let cache_key = claim.held.is_empty().then(|| {
+            (
+                claim.pool,
+                view.zone.cloned(),
+                view.capacity_type.cloned(),
+                view.reservation.cloned(),
+            )
+        });
+        let mut cached = cache_key
+            .as_ref()
+            .and_then(|k| cache.remove(k))
+            .unwrap_or_default();
+        if cached.is_empty() {
+            cached = vec![None; pool.types.len()];
+        }
+        let mut ranked: Vec<(i32, f64, u32, &Offer)> = claim
+            .options
+            .iter()
+            .filter_map(|t| {
+                let ty = &pool.types[*t as usize];
+                let slot = cached.get_mut(*t as usize)?;
+                let index = match *slot {
+                    Some(index) => index,
+                    None => {
+                        let found = ty
+                            .offers
+                            .iter()
+                            .enumerate()
+                            .filter(|(_, o)| self.offer_usable(&view, o, Some(&claim.held)))
+                            .min_by(|a, b| a.1.price.total_cmp(&b.1.price))
+                            .map(|(i, _)| i as u32)
+                            .unwrap_or(u32::MAX);
+                        *slot = Some(found);
+                        found
+                    }
+                };
+                let offer = ty.offers.get(index as usize)?;
+                let score = pool
+                    .scores
+                    .as_ref()
+                    .and_then(|s| s.get(*t as usize).copied())
+                    .unwrap_or(0);
+                Some((score, offer.price, *t, offer))
+            })
+            .collect();
+        if let Some(key) = cache_key {
+            cache.insert(key, cached);
+        }
+        ranked.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.total_cmp(&b.1)).then(a.2.cmp(&b.2)));
+        ranked.truncate(self.input.options.max_instance_types.max(1));
+        let truncated: Vec<u32> = ranked.iter().map(|r| r.2).collect();
+        self.check_min_values(pool, &ov, &truncated).map_err(|e| {
+            format!(
+                "nodepool {:?}: after keeping the {} cheapest instance types, {e}",
+                pool.name,
+                truncated.len()
+            )
+        })?;
+        let Some(&(_, price, chosen, offer)) = ranked.first() else {
+            return Err(format!(
+                "nodepool {:?}: no instance type option is left for the NodeClaim",
+                pool.name
+            ));
+        };
+        let mut requirements = export_reqs(&claim.reqs, &self.keys, &self.values);
+        let mut labels = requirements.single_value_labels();
+        labels.extend(pool.labels.clone());
+        labels.insert(labels::NODE_POOL.to_string(), pool.name.clone());
+        requirements = requirements
+            .iter()
+            .filter(|r| r.key != labels::HOSTNAME)
+            .cloned()
+            .collect();
+        let reservation_id = offer
+            .reservation_value
+            .map(|v| self.values.name(v).to_string());
+        Ok(NewNodeClaim {
+            node_pool: pool.name.clone(),
+            instance_type_options: ranked
+                .iter()
+                .map(|(score, price, t, _)| InstanceTypeOption {
+                    name: pool.types[*t as usize].name.clone(),
+                    price: *price,
+                    score: pool.scores.as_ref().map(|_| *score),
+                })
+                .collect(),
+            instance_type: pool.types[chosen as usize].name.clone(),
+            zone: self.values.name(offer.zone).to_string(),
+            capacity_type: offer.capacity_type,
+            price,
+            reservation_id,
+            pods: claim
+                .pods
+                .iter()
+                .map(|pi| self.input.pods[self.pods[*pi as usize].input].reference())
+                .collect(),
+            requests: self.res.resources(&claim.requests),
+            requirements,
+            labels,
+            taints: pool.taints.clone(),
+        })
+    }
+}

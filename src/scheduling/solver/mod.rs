@@ -34,10 +34,15 @@ impl Scheduler {
     }
 }
 
+/// What a pod asks for at its current relaxation step.
 struct Current {
     /// Index of the required node affinity term in use.
     required_term: usize,
+    /// Node selector, the required term in use and the preferred term in use.
     reqs: Reqs,
+    /// The same without the preference: the domains topology counts over
+    /// (Karpenter's `StrictRequirements`).
+    strict: Reqs,
     groups: Vec<u32>,
     tolerate_prefer: bool,
 }
@@ -213,6 +218,7 @@ impl<'a> Solver<'a> {
                     &slot.taints,
                     &mut slot.host_counts,
                     &self.values,
+                    None,
                 );
                 let pod = &self.input.pods[p.input];
                 self.placements.push(ExistingPlacement {

@@ -291,6 +291,7 @@ impl Solver<'_> {
             taints,
             &mut claim.host_counts,
             &self.values,
+            Some(&self.well_known),
         );
         for g in &self.pods[pi].counted_by {
             if let Some(list) = self.anti_free.get_mut(g) {

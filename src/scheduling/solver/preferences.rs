@@ -56,6 +56,7 @@ impl Solver<'_> {
         if let Some(term) = p.required_terms.get(st.required_term) {
             reqs.add_all(term, &self.values);
         }
+        let strict = reqs.clone();
         if let Some(term) = p.preferred_terms.get(st.preferred_node) {
             reqs.add_all(term, &self.values);
         }
@@ -68,6 +69,7 @@ impl Solver<'_> {
         Current {
             required_term: st.required_term,
             reqs,
+            strict,
             groups,
             tolerate_prefer: st.tolerate_prefer,
         }

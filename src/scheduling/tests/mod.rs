@@ -7,6 +7,7 @@ use super::*;
 
 mod existing_nodes;
 mod new_claims;
+mod spread_domains;
 mod topology;
 
 const GIB: i64 = 1 << 30;

@@ -89,7 +89,7 @@ impl Solver<'_> {
             let universe = self.universe.get(&key).unwrap_or(&empty);
             let node_set = ov.get(key).map(|r| r.set.clone());
             let node_has = |d: &u32| node_set.as_ref().is_none_or(|s| s.has(d, &number));
-            let pod_set = cur.reqs.get(key).map(|r| &r.set);
+            let pod_set = cur.strict.get(key).map(|r| &r.set);
             let pod_has = |d: &u32| pod_set.is_none_or(|s| s.has(d, &number));
             let selecting = i32::from(p.counted_by.contains(&g));
             let allowed: Set = match group.id.kind {
@@ -100,7 +100,10 @@ impl Solver<'_> {
                 } => {
                     let eligible = |d: &u32| {
                         (!honor || pod_has(d))
-                            && group.taint_domains.as_ref().is_none_or(|t| t.contains(d))
+                            && group
+                                .eligible_domains
+                                .as_ref()
+                                .is_none_or(|t| t.contains(d))
                     };
                     let mut min = i32::MAX;
                     let mut n = 0;

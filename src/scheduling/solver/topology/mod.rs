@@ -19,7 +19,10 @@ use super::pods::merged_selector;
 use groups::{Group, GroupKey, GroupKind, NodeFilter, NsMatch, bump_host_count};
 
 /// Records a placed pod in every group that counts it and every inverse
-/// anti-affinity group it owns.
+/// anti-affinity group it owns. `open_keys` are the keys a node may leave
+/// undefined and still match a spread's node filter: the well-known labels
+/// of a new claim, whose instance type is not chosen yet; none for a node.
+#[allow(clippy::too_many_arguments)]
 pub(in crate::scheduling::solver) fn record(
     groups: &mut [Group],
     counted_by: &[u32],
@@ -28,8 +31,8 @@ pub(in crate::scheduling::solver) fn record(
     taints: &[Taint],
     host_counts: &mut Vec<(u32, i32)>,
     values: &Interner,
+    open_keys: Option<&HashSet<u32>>,
 ) {
-    let number = |v: &u32| values.number(*v);
     for (&g, all_values) in counted_by
         .iter()
         .map(|g| (g, false))
@@ -38,14 +41,9 @@ pub(in crate::scheduling::solver) fn record(
         let Some(group) = groups.get_mut(g as usize) else {
             continue;
         };
-        if let Some(filter_reqs) = &group.id.filter.reqs {
-            let ok = filter_reqs.items.iter().all(|f| {
-                reqs.get(f.key)
-                    .is_none_or(|r| r.set.intersects(&f.set, &number))
-            });
-            if !ok {
-                continue;
-            }
+        let open = |k: u32| open_keys.is_some_and(|o| o.contains(&k));
+        if !group.id.filter.admits_reqs(reqs, values, open) {
+            continue;
         }
         if !group.id.filter.admits_taints(taints) {
             continue;
@@ -134,12 +132,19 @@ impl Solver<'_> {
             for c in &pod.topology_spread {
                 let honor = c.node_affinity_policy == NodeInclusionPolicy::Honor;
                 let filter = NodeFilter {
-                    reqs: honor.then(|| {
-                        let mut r = self.pods[pi].base.clone();
-                        if let Some(t) = self.pods[pi].required_terms.first() {
-                            r.add_all(t, &self.values);
+                    terms: honor.then(|| {
+                        let p = &self.pods[pi];
+                        if p.required_terms.is_empty() {
+                            return vec![p.base.clone()];
                         }
-                        r
+                        p.required_terms
+                            .iter()
+                            .map(|t| {
+                                let mut r = p.base.clone();
+                                r.add_all(t, &self.values);
+                                r
+                            })
+                            .collect()
                     }),
                     tolerations: (c.node_taints_policy == NodeInclusionPolicy::Honor)
                         .then(|| pod.tolerations.clone()),
@@ -232,6 +237,7 @@ impl Solver<'_> {
                     &slot.taints,
                     &mut slot.host_counts,
                     &self.values,
+                    None,
                 );
             }
         }
@@ -249,9 +255,9 @@ impl Solver<'_> {
             .collect();
         for key in keys {
             // Each source of domains (a NodePool's possible nodes, an existing
-            // node) with the taints its nodes carry, like Karpenter's
-            // TopologyDomainGroup.
-            let mut sources: Vec<(Vec<u32>, &[Taint])> = Vec::new();
+            // node) with the taints and labels its nodes carry, like
+            // Karpenter's TopologyDomainGroup.
+            let mut sources: Vec<DomainSource> = Vec::new();
             for pool in &self.pools {
                 let mut domains = Vec::new();
                 let pool_set = pool.reqs.get(key);
@@ -277,31 +283,60 @@ impl Solver<'_> {
                 {
                     domains.extend(p.set.values().iter().copied());
                 }
-                sources.push((domains, &pool.taints));
+                sources.push(DomainSource {
+                    domains,
+                    taints: &pool.taints,
+                    reqs: &pool.reqs,
+                    pool: true,
+                });
             }
             for node in &self.nodes {
                 if let Some(r) = node.reqs.get(key) {
-                    sources.push((r.set.values().to_vec(), &node.taints));
+                    sources.push(DomainSource {
+                        domains: r.set.values().to_vec(),
+                        taints: &node.taints,
+                        reqs: &node.reqs,
+                        pool: false,
+                    });
                 }
             }
-            let domains: HashSet<u32> = sources.iter().flat_map(|(d, _)| d).copied().collect();
-            // nodeTaintsPolicy: Honor: only domains some tolerated node can be in.
+            let domains: HashSet<u32> = sources.iter().flat_map(|s| &s.domains).copied().collect();
+            // A spread honouring node affinity or taints spreads over the
+            // domains of the NodePools and nodes its filter admits only. A
+            // NodePool leaves well-known labels to its instance types.
+            let well_known = &self.well_known;
+            let values = &self.values;
             for group in self.groups.iter_mut().filter(|g| {
                 g.id.key == key
                     && matches!(g.id.kind, GroupKind::Spread { .. })
-                    && g.id.filter.tolerations.is_some()
+                    && !g.id.filter.is_empty()
             }) {
+                let filter = &group.id.filter;
                 let eligible = sources
                     .iter()
-                    .filter(|(_, taints)| group.id.filter.admits_taints(taints))
-                    .flat_map(|(d, _)| d)
+                    .filter(|s| {
+                        filter.admits_taints(s.taints)
+                            && filter
+                                .admits_reqs(s.reqs, values, |k| s.pool && well_known.contains(&k))
+                    })
+                    .flat_map(|s| &s.domains)
                     .copied()
                     .collect();
-                group.taint_domains = Some(eligible);
+                group.eligible_domains = Some(eligible);
             }
             let mut sorted: Vec<u32> = domains.into_iter().collect();
             sorted.sort_by(|a, b| self.values.name(*a).cmp(self.values.name(*b)));
             self.universe.insert(key, sorted);
         }
     }
+}
+
+/// Where topology domains come from: a NodePool's possible nodes or an
+/// existing node, with what a spread's node filter looks at.
+struct DomainSource<'s> {
+    domains: Vec<u32>,
+    taints: &'s [Taint],
+    reqs: &'s Reqs,
+    /// A NodePool (its well-known labels are decided by the instance type).
+    pool: bool,
 }

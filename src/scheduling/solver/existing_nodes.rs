@@ -84,14 +84,19 @@ impl Solver<'_> {
                 }
                 host_ports.extend(pod.host_ports.iter().cloned());
             }
-            if !initialized && let Some(p) = pool {
-                for (d, pending) in self.pools[p].daemon.iter().enumerate() {
+            if !initialized {
+                let pending =
+                    self.node_daemon_overhead(&Requirements::from_labels(labels.iter()), &taints);
+                for (d, pending) in pending.iter().enumerate() {
                     used[d] += (pending - daemon_used[d]).max(0);
                 }
             }
             let alloc = self.res.vector(&node.allocatable);
             let free = alloc.iter().zip(&used).map(|(a, u)| a - u).collect();
             if let Some(p) = pool {
+                if let Some(n) = self.pools[p].nodes_remaining.as_mut() {
+                    *n -= 1;
+                }
                 let capacity = self.res.vector(&node.capacity);
                 for (r, c) in self.pools[p].remaining.iter_mut().zip(capacity) {
                     if *r != i64::MAX {

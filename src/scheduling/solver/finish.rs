@@ -1,9 +1,10 @@
 //! Turns the solve's claims into [`NewNodeClaim`]s: ranked instance-type
 //! options, the chosen offering, requirements and labels.
 
-use crate::scheduling::index::export_reqs;
+use crate::scheduling::index::{add_into, export_reqs};
 use crate::scheduling::input::{InstanceTypeOption, NewNodeClaim, PodError, SchedulingResult};
 use crate::scheduling::labels;
+use crate::scheduling::requirements::Requirement;
 
 use super::Solver;
 use super::new_claims::Claim;
@@ -110,6 +111,15 @@ impl Solver<'_> {
         };
         let mut requirements = export_reqs(&claim.reqs, &self.keys, &self.values);
         let mut labels = requirements.single_value_labels();
+        for r in requirements.iter() {
+            if !labels.contains_key(&r.key)
+                && !labels::is_well_known(&r.key)
+                && r.key != labels::HOSTNAME
+                && let Some(value) = any_value(r)
+            {
+                labels.insert(r.key.clone(), value);
+            }
+        }
         labels.extend(pool.labels.clone());
         labels.insert(labels::NODE_POOL.to_string(), pool.name.clone());
         requirements = requirements
@@ -117,6 +127,13 @@ impl Solver<'_> {
             .filter(|r| r.key != labels::HOSTNAME)
             .cloned()
             .collect();
+        let mut requests = claim.requests.clone();
+        if let Some(group) = pool
+            .daemon_groups
+            .get(pool.types[chosen as usize].daemon_group as usize)
+        {
+            add_into(&mut requests, &group.overhead);
+        }
         let reservation_id = offer
             .reservation_value
             .map(|v| self.values.name(v).to_string());
@@ -140,10 +157,32 @@ impl Solver<'_> {
                 .iter()
                 .map(|pi| self.input.pods[self.pods[*pi as usize].input].reference())
                 .collect(),
-            requests: self.res.resources(&claim.requests),
+            requests: self.res.resources(&requests),
             requirements,
             labels,
             taints: pool.taints.clone(),
         })
     }
+}
+
+/// A value for a label whose requirement leaves it open (Karpenter's
+/// `Requirement.Any()`, which picks at random), chosen deterministically so
+/// a solve stays reproducible: for `In`, the first value in sorted order; for
+/// `NotIn`, `Exists`, `Gt` and `Lt`, the smallest integer the requirement
+/// admits, counting up from 0 or from just above the `Gt` bound. `None` for
+/// `DoesNotExist`, or when no such integer exists.
+fn any_value(r: &Requirement) -> Option<String> {
+    if !r.values.is_complement() {
+        return r.values.values().iter().min().cloned();
+    }
+    let start = match r.values.greater_than() {
+        Some(g) => g.checked_add(1)?,
+        None => 0,
+    };
+    let excluded = r.values.values().len() as i64;
+    (0..=excluded)
+        .filter_map(|i| start.checked_add(i))
+        .take_while(|v| r.values.less_than().is_none_or(|lt| *v < lt))
+        .map(|v| v.to_string())
+        .find(|v| r.has(v))
 }

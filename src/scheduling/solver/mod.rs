@@ -70,6 +70,7 @@ fn positive(op: Operator) -> bool {
     !matches!(op, Operator::NotIn | Operator::DoesNotExist)
 }
 
+mod daemonsets;
 mod existing_nodes;
 mod finish;
 mod new_claims;
@@ -81,6 +82,7 @@ mod preferences;
 mod queue;
 mod topology;
 
+use daemonsets::DaemonSetIdx;
 use existing_nodes::NodeSlot;
 use new_claims::Claim;
 use node_pools::PoolIdx;
@@ -100,6 +102,7 @@ struct Solver<'a> {
     v_reserved: u32,
     well_known: HashSet<u32>,
     restricted: HashSet<u32>,
+    daemonsets: Vec<DaemonSetIdx>,
     pools: Vec<PoolIdx>,
     reservations: Vec<Reservation>,
     nodes: Vec<NodeSlot>,
@@ -155,6 +158,7 @@ impl<'a> Solver<'a> {
             v_reserved,
             well_known,
             restricted: HashSet::new(),
+            daemonsets: Vec::new(),
             pools: Vec::new(),
             reservations: Vec::new(),
             nodes: Vec::new(),
@@ -166,6 +170,7 @@ impl<'a> Solver<'a> {
             placements: Vec::new(),
             errors: Vec::new(),
         };
+        solver.prepare_daemonsets();
         solver.prepare_pools();
         solver.prepare_nodes();
         solver.prepare_pods();
@@ -312,6 +317,9 @@ impl<'a> Solver<'a> {
                     }
                     self.apply(pi, ci, commit);
                     let pool_idx = &mut self.pools[pool];
+                    if let Some(n) = pool_idx.nodes_remaining.as_mut() {
+                        *n -= 1;
+                    }
                     if pool_idx.limited {
                         let claim = &self.claims[ci];
                         for (d, r) in pool_idx.remaining.iter_mut().enumerate() {

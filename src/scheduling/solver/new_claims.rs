@@ -8,7 +8,7 @@ use crate::scheduling::input::MinValuesPolicy;
 use crate::scheduling::pod::HostPort;
 use crate::scheduling::taints::first_untolerated;
 
-use super::node_pools::PoolIdx;
+use super::node_pools::{NODES_LIMIT, PoolIdx};
 use super::overlay::Overlay;
 use super::topology::record;
 use super::{Commit, Current, Solver, positive};
@@ -17,7 +17,10 @@ pub(super) struct Claim {
     pub(super) pool: usize,
     pub(super) reqs: Reqs,
     pub(super) options: Vec<u32>,
+    /// Requests of the pods on the claim (DaemonSets are counted per
+    /// instance type, in its `alloc`).
     pub(super) requests: Res,
+    /// Per-dimension maximum over `options` of the allocatable left for pods.
     pub(super) max_alloc: Res,
     pub(super) pods: Vec<u32>,
     pub(super) host_ports: Vec<HostPort>,
@@ -32,6 +35,20 @@ impl Solver<'_> {
         let pool = &self.pools[pool_i];
         if let Some(blocked) = &pool.blocked {
             return Err(format!("launches are blocked: {blocked}"));
+        }
+        if respect_limits
+            && let Some(remaining) = pool.nodes_remaining
+            && remaining <= 0
+        {
+            let limit = self
+                .input
+                .node_pools
+                .iter()
+                .find(|s| s.name == pool.name)
+                .and_then(|s| s.limits.get(NODES_LIMIT))
+                .copied()
+                .unwrap_or(0);
+            return Err(format!("the NodePool's nodes limit ({limit}) is reached"));
         }
         let limited = pool.limited && respect_limits;
         let options: Vec<u32> = if limited {
@@ -74,7 +91,7 @@ impl Solver<'_> {
             pool: pool_i,
             reqs: pool.reqs.clone(),
             options,
-            requests: pool.daemon.clone(),
+            requests: vec![0; self.res.dims()],
             max_alloc,
             pods: Vec::new(),
             host_ports: Vec::new(),
@@ -97,10 +114,9 @@ impl Solver<'_> {
             let d = shortfall(&claim.requests, &p.requests, &claim.max_alloc).unwrap_or(0);
             return Err(why!(
                 explain,
-                "no instance type has enough {} for requests {} plus daemonset overhead {}",
+                "no instance type has enough {} for requests {} plus the daemonsets that would run on it",
                 self.res.name(d),
-                self.res.resources(&p.requests),
-                self.res.resources(&pool.daemon)
+                self.res.resources(&p.requests)
             ));
         }
         let (all_ok, hard_ok) = p
@@ -160,7 +176,7 @@ impl Solver<'_> {
         } else {
             Some(claim.held.as_slice())
         };
-        let (mut n_reqs, mut n_offers) = (0usize, 0usize);
+        let (mut n_reqs, mut n_offers, mut n_ports) = (0usize, 0usize, 0usize);
         let mut options = Vec::with_capacity(claim.options.len());
         let mut max_alloc = vec![0; total.len()];
         for &t in &claim.options {
@@ -173,6 +189,13 @@ impl Solver<'_> {
                 continue;
             }
             n_offers += 1;
+            if !p.host_ports.is_empty()
+                && let Some(group) = pool.daemon_groups.get(ty.daemon_group as usize)
+                && self.check_ports(false, pi, &group.host_ports).is_err()
+            {
+                continue;
+            }
+            n_ports += 1;
             if total.iter().zip(&ty.alloc).all(|(need, have)| need <= have) {
                 options.push(t);
                 for (m, a) in max_alloc.iter_mut().zip(&ty.alloc) {
@@ -197,12 +220,22 @@ impl Solver<'_> {
                     "no instance type has an available offering for requirements {}",
                     self.describe(&all)
                 )
+            } else if n_ports == 0 {
+                let ports: Vec<String> = p
+                    .host_ports
+                    .iter()
+                    .map(|hp| format!("{}/{}", hp.port, hp.protocol))
+                    .collect();
+                format!(
+                    "host port {} is bound by a daemonset on every instance type that satisfies requirements {}",
+                    ports.join(", "),
+                    self.describe(&all)
+                )
             } else {
                 format!(
-                    "no instance type satisfied resources {} (pod {} plus daemonset overhead {}) and requirements {}",
+                    "no instance type satisfied resources {} (pod {}) plus the daemonsets that would run on it, and requirements {}",
                     self.res.resources(&total),
                     self.res.resources(&p.requests),
-                    self.res.resources(&pool.daemon),
                     self.describe(&all)
                 )
             });

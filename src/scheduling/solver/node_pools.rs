@@ -3,14 +3,18 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::scheduling::index::{Req, Reqs, Res, add_into, intern_reqs};
+use crate::scheduling::index::{Req, Reqs, Res, intern_reqs};
 use crate::scheduling::labels;
 use crate::scheduling::requirements::{Requirement, Requirements};
-use crate::scheduling::taints::{Taint, first_untolerated};
+use crate::scheduling::taints::Taint;
 
 use super::Solver;
+use super::daemonsets::DaemonGroup;
 use super::offerings::{Offer, Reservation, TypeIdx};
 use super::overlay::Overlay;
+
+/// The NodePool limit on its number of nodes (Karpenter's `resources.Node`).
+pub(super) const NODES_LIMIT: &str = "nodes";
 
 pub(super) struct PoolIdx {
     pub(super) name: String,
@@ -21,7 +25,10 @@ pub(super) struct PoolIdx {
     pub(super) taints: Vec<Taint>,
     pub(super) types: Vec<TypeIdx>,
     pub(super) base_options: Vec<u32>,
-    pub(super) daemon: Res,
+    /// DaemonSets per group of instance types (see [`TypeIdx::daemon_group`]).
+    pub(super) daemon_groups: Vec<DaemonGroup>,
+    /// `limits.nodes` less the pool's nodes and NodeClaims, if limited.
+    pub(super) nodes_remaining: Option<i64>,
     pub(super) remaining: Res,
     pub(super) limited: bool,
     pub(super) scores: Option<Vec<i32>>,
@@ -77,6 +84,7 @@ impl Solver<'_> {
                     name: it.name.clone(),
                     reqs: intern_reqs(&it.requirements, &mut self.keys, &mut self.values),
                     alloc: self.res.vector(&it.allocatable()),
+                    daemon_group: 0,
                     capacity: self.res.vector(&it.capacity),
                     offers,
                 });
@@ -85,6 +93,9 @@ impl Solver<'_> {
             let mut remaining = vec![i64::MAX; dims];
             let mut limited = false;
             for (name, amount) in &spec.limits {
+                if name == NODES_LIMIT {
+                    continue;
+                }
                 let mut probe = crate::scheduling::resources::Resources::zero();
                 probe.set(name, 1);
                 if let Some(d) = self.res.vector(&probe).iter().position(|v| *v == 1) {
@@ -92,7 +103,15 @@ impl Solver<'_> {
                     limited = true;
                 }
             }
-            let daemon = self.daemon_overhead(spec, &public);
+            let (daemon_groups, of_type) = self.daemon_groups(spec, &public, &types);
+            for (ty, group) in types.iter_mut().zip(of_type) {
+                ty.daemon_group = group;
+                if let Some(g) = daemon_groups.get(group as usize) {
+                    for (a, o) in ty.alloc.iter_mut().zip(&g.overhead) {
+                        *a -= o;
+                    }
+                }
+            }
             let scores = spec.priority_scores.as_ref().map(|scores| {
                 types
                     .iter()
@@ -110,7 +129,8 @@ impl Solver<'_> {
                 taints: spec.taints.clone(),
                 types,
                 base_options: Vec::new(),
-                daemon,
+                daemon_groups,
+                nodes_remaining: spec.limits.get(NODES_LIMIT).copied(),
                 remaining,
                 limited,
                 scores,
@@ -121,32 +141,6 @@ impl Solver<'_> {
             pool.base_max_alloc = self.max_alloc(&pool, &pool.base_options);
             self.pools.push(pool);
         }
-    }
-
-    /// Requests of the daemonsets that would run on every node of the pool.
-    pub(super) fn daemon_overhead(
-        &self,
-        spec: &crate::scheduling::input::NodePoolSpec,
-        pool_reqs: &Requirements,
-    ) -> Res {
-        let mut total = vec![0; self.res.dims()];
-        for ds in &self.input.daemonsets {
-            if first_untolerated(&spec.taints, &ds.tolerations, false).is_some() {
-                continue;
-            }
-            let mut ds_reqs = Requirements::from_labels(ds.node_selector.iter());
-            if let Some(term) = ds.required_node_affinity.first() {
-                ds_reqs.add_all(term);
-            }
-            if pool_reqs
-                .compatible(&ds_reqs, labels::is_well_known)
-                .is_err()
-            {
-                continue;
-            }
-            add_into(&mut total, &self.pod_vector(ds));
-        }
-        total
     }
 
     /// Instance types compatible with the pool's own requirements and with an

@@ -24,7 +24,11 @@ pub(super) struct Offer {
 pub(super) struct TypeIdx {
     pub(super) name: String,
     pub(super) reqs: Reqs,
+    /// Allocatable left for pods once the DaemonSets that run on this type
+    /// in its pool are placed.
     pub(super) alloc: Res,
+    /// The pool's [`DaemonGroup`](super::daemonsets::DaemonGroup) for this type.
+    pub(super) daemon_group: u32,
     pub(super) capacity: Res,
     pub(super) offers: Vec<Offer>,
 }

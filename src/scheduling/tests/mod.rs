@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use super::*;
 
+mod daemonsets;
 mod existing_nodes;
 mod new_claims;
 mod spread_domains;

@@ -425,3 +425,101 @@ fn a_blocked_pool_launches_nothing_and_says_why() {
     );
     assert!(!reason.contains("no instance type"), "{reason}");
 }
+
+#[test]
+fn should_not_schedule_if_limits_would_be_exceeded_node() {
+    let mut limited = pool("default", 4);
+    limited.limits.insert("nodes".into(), 2);
+    let apart = |name: &str| {
+        let mut p = pod(name, 1500, 0).with_label("app", "foo");
+        p.pod_anti_affinity = vec![PodAffinityTerm::new(
+            LabelSelector::match_labels(&[("app", "foo")]),
+            labels::HOSTNAME,
+        )];
+        p
+    };
+    // One solve: two nodes may be launched, the third pod is refused.
+    let result = solve(
+        vec![limited.clone()],
+        vec![apart("a"), apart("b"), apart("c")],
+    );
+    assert_eq!(result.new_node_claims.len(), 2);
+    assert_eq!(result.errors.len(), 1);
+    let reason = &result.errors[0].reason;
+    assert!(reason.contains("nodes limit (2) is reached"), "{reason}");
+
+    // Later rounds: a node and an in-flight NodeClaim of the pool use the limit up.
+    let owned = |name: &str| ExistingNode {
+        name: name.into(),
+        labels: BTreeMap::from([(labels::NODE_POOL.to_string(), "default".to_string())]),
+        allocatable: Resources::cpu_memory(2000, GIB).with_pods(10),
+        capacity: Resources::cpu_memory(2000, GIB).with_pods(10),
+        pods: vec![apart(&format!("{name}-pod"))],
+        initialized: true,
+        ..ExistingNode::default()
+    };
+    let result = Scheduler::new(SchedulerInput {
+        node_pools: vec![limited.clone()],
+        existing_nodes: vec![owned("node-1")],
+        in_flight: vec![owned("claim-1")],
+        pods: vec![apart("d")],
+        ..SchedulerInput::default()
+    })
+    .solve();
+    assert!(result.new_node_claims.is_empty());
+    assert!(
+        result.errors[0]
+            .reason
+            .contains("nodes limit (2) is reached"),
+        "{}",
+        result.errors[0].reason
+    );
+    // With one node only, one more may be launched.
+    let result = Scheduler::new(SchedulerInput {
+        node_pools: vec![limited],
+        existing_nodes: vec![owned("node-1")],
+        pods: vec![apart("d")],
+        ..SchedulerInput::default()
+    })
+    .solve();
+    assert!(result.errors.is_empty(), "{:?}", result.errors);
+    assert_eq!(result.new_node_claims.len(), 1);
+}
+
+#[test]
+fn should_label_nodes() {
+    let mut np = pool("default", 2);
+    np.labels.insert("test-key-1".into(), "test-value-1".into());
+    for r in [
+        req("test-key-2", Operator::In, &["test-value-2"]),
+        req("test-key-3", Operator::NotIn, &["test-value-3"]),
+        req("test-key-4", Operator::Lt, &["4"]),
+        req("test-key-5", Operator::Gt, &["5"]),
+        req("test-key-6", Operator::Exists, &[]),
+        req("test-key-7", Operator::DoesNotExist, &[]),
+        req("test-key-8", Operator::In, &["b", "a"]),
+        req("test-key-9", Operator::NotIn, &["0", "1"]),
+    ] {
+        np.requirements.add(r);
+    }
+    let result = solve(vec![np], vec![pod("a", 100, 0)]);
+    assert!(result.errors.is_empty(), "{:?}", result.errors);
+    let labels = &claim_of(&result, "a").labels;
+    let get = |k: &str| labels.get(k).map(String::as_str);
+    assert_eq!(get(labels::NODE_POOL), Some("default"));
+    assert_eq!(get("test-key-1"), Some("test-value-1"));
+    assert_eq!(get("test-key-2"), Some("test-value-2"));
+    // Generated values: the smallest integer the requirement admits, or the
+    // first value in sorted order for In.
+    assert_eq!(get("test-key-3"), Some("0"));
+    assert_eq!(get("test-key-4"), Some("0"));
+    assert_eq!(get("test-key-5"), Some("6"));
+    assert_eq!(get("test-key-6"), Some("0"));
+    assert_eq!(get("test-key-7"), None);
+    assert_eq!(get("test-key-8"), Some("a"));
+    assert_eq!(get("test-key-9"), Some("2"));
+    // Values the instance decides are not generated.
+    assert_eq!(get(labels::ZONE), None);
+    assert_eq!(get(labels::INSTANCE_TYPE), None);
+    assert_eq!(get(labels::HOSTNAME), None);
+}

@@ -311,6 +311,15 @@ pub const CLUSTER_NAME_TAGGED_ANNOTATION_KEY: &str =
 pub const DISRUPTED_TAINT_KEY: &str = "karpenter.sh/disrupted";
 /// Taint key put on nodes until they register (`NoExecute`).
 pub const UNREGISTERED_TAINT_KEY: &str = "karpenter.sh/unregistered";
+/// Taint the node lifecycle controller puts on a node that is not ready.
+pub const NOT_READY_TAINT_KEY: &str = "node.kubernetes.io/not-ready";
+/// Taint the node lifecycle controller puts on a node it cannot reach.
+pub const UNREACHABLE_TAINT_KEY: &str = "node.kubernetes.io/unreachable";
+/// Taint a node carries until the cloud controller manager initializes it.
+pub const CLOUD_PROVIDER_UNINITIALIZED_TAINT_KEY: &str =
+    "node.cloudprovider.kubernetes.io/uninitialized";
+/// Prefix of the taint keys readiness gates put on starting nodes.
+pub const READINESS_TAINT_KEY_PREFIX: &str = "readiness.k8s.io/";
 /// Finalizer on NodeClaims and Nodes.
 pub const TERMINATION_FINALIZER: &str = "karpenter.sh/termination";
 /// Finalizer on EC2NodeClasses.

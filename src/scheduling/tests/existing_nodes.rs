@@ -95,7 +95,11 @@ fn existing_and_in_flight_nodes_are_used_before_new_claims() {
         name: "starting".into(),
         labels: [(labels::NODE_POOL.to_string(), "default".to_string())].into(),
         taints: vec![
-            Taint::new("node.kubernetes.io/not-ready", "", TaintEffect::NoSchedule),
+            Taint::new(
+                crate::apis::labels::NOT_READY_TAINT_KEY,
+                "",
+                TaintEffect::NoSchedule,
+            ),
             Taint::new("boot", "", TaintEffect::NoSchedule),
         ],
         allocatable: Resources::cpu_memory(2000, GIB).with_pods(10),

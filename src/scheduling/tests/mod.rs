@@ -5,11 +5,13 @@ use std::collections::{BTreeMap, HashMap};
 
 use super::*;
 
+mod affinity_suite;
 mod daemonsets;
 mod existing_nodes;
 mod new_claims;
 mod spread_domains;
 mod topology;
+mod topology_suite;
 
 const GIB: i64 = 1 << 30;
 

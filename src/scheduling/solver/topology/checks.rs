@@ -188,25 +188,30 @@ impl Solver<'_> {
                 });
             }
         }
+        // The required anti-affinity of other pods: only domains where none
+        // of their owners are (Karpenter's inverse groups). Like Karpenter,
+        // this pins a new claim to those domains even when the pod has no
+        // topology of its own, so the owners see where it may land.
         for &g in &p.blocked_by {
             let group = &self.groups[g as usize];
             if group.hostname {
                 continue;
             }
-            let blocked: Vec<u32> = group
-                .counts
+            let key = group.id.key;
+            let pod_set = cur.strict.get(key).map(|r| &r.set);
+            let allowed: Vec<u32> = self
+                .universe
+                .get(&key)
+                .unwrap_or(&empty)
                 .iter()
-                .filter(|(_, c)| **c > 0)
-                .map(|(d, _)| *d)
+                .copied()
+                .filter(|d| group.count(*d) == 0 && pod_set.is_none_or(|s| s.has(d, &number)))
                 .collect();
-            if blocked.is_empty() {
-                continue;
-            }
-            if !ov.narrow(group.id.key, &ValueSet::except(blocked), None, &self.values) {
+            if !ov.narrow(key, &ValueSet::of(allowed), None, &self.values) {
                 return Err(why!(
                     explain,
-                    "the anti-affinity of a scheduled pod excludes every {} this node can be in",
-                    self.keys.name(group.id.key)
+                    "the anti-affinity of another pod excludes every {} this node can be in",
+                    self.keys.name(key)
                 ));
             }
         }

@@ -9,6 +9,7 @@ mod affinity_suite;
 mod daemonsets;
 mod existing_nodes;
 mod new_claims;
+mod requirements_suite;
 mod spread_domains;
 mod topology;
 mod topology_suite;

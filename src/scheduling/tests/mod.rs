@@ -8,6 +8,8 @@ use super::*;
 mod affinity_suite;
 mod daemonsets;
 mod existing_nodes;
+mod in_flight_suite;
+mod instance_types_suite;
 mod new_claims;
 mod requirements_suite;
 mod spread_domains;

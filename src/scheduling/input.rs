@@ -55,7 +55,8 @@ pub struct ExistingNode {
     /// topology, anti-affinity and host ports).
     pub pods: Vec<Pod>,
     /// False for nodes still starting: ephemeral and startup taints are
-    /// ignored and the daemonsets that would run on it are assumed to land on it.
+    /// ignored. (On every node, room is kept for the DaemonSets that would
+    /// run on it and have no pod there yet.)
     pub initialized: bool,
     /// Nodes being deleted take no new pods.
     pub marked_for_deletion: bool,

@@ -84,12 +84,12 @@ impl Solver<'_> {
                 }
                 host_ports.extend(pod.host_ports.iter().cloned());
             }
-            if !initialized {
-                let pending =
-                    self.node_daemon_overhead(&Requirements::from_labels(labels.iter()), &taints);
-                for (d, pending) in pending.iter().enumerate() {
-                    used[d] += (pending - daemon_used[d]).max(0);
-                }
+            // Room for the DaemonSets that would run on the node and have not
+            // bound their pod yet (Karpenter's remaining daemon resources).
+            let pending =
+                self.node_daemon_overhead(&Requirements::from_labels(labels.iter()), &taints);
+            for (d, pending) in pending.iter().enumerate() {
+                used[d] += (pending - daemon_used[d]).max(0);
             }
             let alloc = self.res.vector(&node.allocatable);
             let free = alloc.iter().zip(&used).map(|(a, u)| a - u).collect();

@@ -166,3 +166,91 @@ fn should_not_account_for_daemonset_hostports_when_daemonset_would_not_schedule_
     let claim = claim_of(&result, "b");
     assert!(claim.instance_type_options.iter().all(|o| o.name != "m-16"));
 }
+
+fn initialized_node(name: &str, cpu: i64, pods: Vec<Pod>) -> ExistingNode {
+    ExistingNode {
+        name: name.into(),
+        labels: BTreeMap::from([(labels::ZONE.to_string(), "test-zone-1".to_string())]),
+        allocatable: Resources::cpu_memory(cpu, 64 * GIB).with_pods(110),
+        capacity: Resources::cpu_memory(cpu, 64 * GIB).with_pods(110),
+        pods,
+        initialized: true,
+        ..ExistingNode::default()
+    }
+}
+
+fn on_node(node: ExistingNode, daemonsets: Vec<Pod>, p: Pod) -> SchedulingResult {
+    Scheduler::new(SchedulerInput {
+        node_pools: vec![sized_pool(&[2])],
+        existing_nodes: vec![node],
+        daemonsets,
+        pods: vec![p],
+        ..SchedulerInput::default()
+    })
+    .solve()
+}
+
+#[test]
+fn should_track_daemonset_usage_separately_so_we_know_how_many_ds_resources_are_remaining_to_be_scheduled()
+ {
+    let agent = || daemonset("agent", 1000, Vec::new());
+    // The daemonset pod is bound: the rest of the node is free.
+    let mut bound = agent();
+    bound.name = "agent-abcde".into();
+    let node = initialized_node("node-1", 15_900, vec![bound]);
+    let result = on_node(node, vec![agent()], pod("a", 14_900, GIB));
+    assert_eq!(result.existing_node_placements.len(), 1, "{result:?}");
+    // Not bound yet: its requests are kept free for it.
+    let node = initialized_node("node-1", 15_900, Vec::new());
+    let result = on_node(node, vec![agent()], pod("a", 15_000, GIB));
+    assert!(result.existing_node_placements.is_empty(), "{result:?}");
+}
+
+#[test]
+fn should_not_subtract_daemonset_overhead_that_is_not_strictly_compatible_with_an_existing_node() {
+    // The daemonset wants test-zone-2; the node is in test-zone-1.
+    let agent = || {
+        daemonset(
+            "agent",
+            100_000,
+            vec![
+                [req(labels::ZONE, Operator::In, &["test-zone-2"])]
+                    .into_iter()
+                    .collect(),
+            ],
+        )
+    };
+    let node = initialized_node("node-1", 1000, Vec::new());
+    let result = on_node(node, vec![agent()], pod("a", 1000, GIB));
+    assert_eq!(result.existing_node_placements.len(), 1, "{result:?}");
+}
+
+#[test]
+fn should_properly_handle_daemonset_resources_with_node_affinity_for_karpenter_sh_initialized_and_karpenter_sh_registered()
+ {
+    use crate::apis::labels::{NODE_INITIALIZED_LABEL_KEY, NODE_REGISTERED_LABEL_KEY};
+    let on = |key: &str| {
+        daemonset(
+            key,
+            1000,
+            vec![[req(key, Operator::In, &["true"])].into_iter().collect()],
+        )
+    };
+    let result = solve_with(
+        vec![sized_pool(&[2, 4, 8])],
+        vec![
+            on(NODE_INITIALIZED_LABEL_KEY),
+            on(NODE_REGISTERED_LABEL_KEY),
+        ],
+        vec![pod("a", 2000, GIB)],
+    );
+    assert!(result.errors.is_empty(), "{:?}", result.errors);
+    let claim = claim_of(&result, "a");
+    assert_eq!(claim.instance_type, "m-4");
+    assert_eq!(claim.requests.cpu_millis, 4000);
+    // The labels the daemonsets select on are not put on the NodeClaim.
+    for key in [NODE_INITIALIZED_LABEL_KEY, NODE_REGISTERED_LABEL_KEY] {
+        assert!(!claim.labels.contains_key(key));
+        assert!(claim.requirements.get(key).is_none());
+    }
+}

@@ -13,6 +13,7 @@ mod instance_types_suite;
 mod new_claims;
 mod requirements_suite;
 mod spread_domains;
+mod taints_suite;
 mod topology;
 mod topology_suite;
 

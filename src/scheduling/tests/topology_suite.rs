@@ -467,3 +467,118 @@ fn should_limit_spread_options_by_node_affinity_capacity_type() {
     assert!(result.errors.is_empty(), "{:?}", result.errors);
     assert_eq!(skew(&result, labels::CAPACITY_TYPE, &[]), vec![3]);
 }
+
+/// A full node with `labels` and one pod labelled `app=s`.
+fn full_node(name: &str, node_labels: &[(&str, &str)]) -> ExistingNode {
+    ExistingNode {
+        name: name.into(),
+        labels: node_labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        pods: vec![pod(&format!("{name}-old"), 100, 0).with_label("app", "s")],
+        initialized: true,
+        ..ExistingNode::default()
+    }
+}
+
+fn ct_pool(capacity_type: &str) -> NodePoolSpec {
+    let mut np = pool("default", 4);
+    np.requirements
+        .add(req(labels::CAPACITY_TYPE, Operator::In, &[capacity_type]));
+    np
+}
+
+#[test]
+fn should_not_violate_max_skew_when_unsat_do_not_schedule_capacity_type() {
+    let pods = app_pods(5, "s", |p| {
+        p.requests = Resources::cpu_memory(1100, 0);
+        p.topology_spread = vec![spread_on(labels::CAPACITY_TYPE, 1)];
+    });
+    let result = solve_with_nodes(
+        vec![ct_pool("on-demand")],
+        vec![full_node("spot-node", &[(labels::CAPACITY_TYPE, "spot")])],
+        pods,
+    );
+    assert_eq!(
+        skew(&result, labels::CAPACITY_TYPE, &[("spot", 1)]),
+        vec![1, 2]
+    );
+    assert_eq!(result.errors.len(), 3);
+}
+
+#[test]
+fn should_violate_max_skew_when_unsat_schedule_anyway_capacity_type() {
+    let pods = app_pods(5, "s", |p| {
+        p.requests = Resources::cpu_memory(1100, 0);
+        p.topology_spread = vec![TopologySpreadConstraint {
+            when_unsatisfiable: WhenUnsatisfiable::ScheduleAnyway,
+            ..spread_on(labels::CAPACITY_TYPE, 1)
+        }];
+    });
+    let result = solve_with_nodes(
+        vec![ct_pool("on-demand")],
+        vec![full_node("spot-node", &[(labels::CAPACITY_TYPE, "spot")])],
+        pods,
+    );
+    assert!(result.errors.is_empty(), "{:?}", result.errors);
+    assert_eq!(
+        skew(&result, labels::CAPACITY_TYPE, &[("spot", 1)]),
+        vec![1, 5]
+    );
+}
+
+#[test]
+fn should_balance_pods_across_capacity_types_node_required_affinity_constrained() {
+    // The on-demand pod in zone 1 is on a node the new pods' affinity
+    // excludes, so it does not count: all five go to one spot domain.
+    let pods = app_pods(5, "s", |p| {
+        p.topology_spread = vec![spread_on(labels::CAPACITY_TYPE, 1)];
+        p.required_node_affinity = vec![
+            [
+                req(labels::ZONE, Operator::In, &["test-zone-2"]),
+                req(labels::CAPACITY_TYPE, Operator::In, &["spot"]),
+            ]
+            .into_iter()
+            .collect(),
+        ];
+    });
+    let result = solve_with_nodes(
+        vec![pool("default", 4)],
+        vec![full_node(
+            "od-node",
+            &[
+                (labels::CAPACITY_TYPE, "on-demand"),
+                (labels::ZONE, "test-zone-1"),
+            ],
+        )],
+        pods,
+    );
+    assert!(result.errors.is_empty(), "{:?}", result.errors);
+    assert_eq!(
+        skew(&result, labels::CAPACITY_TYPE, &[("on-demand", 1)]),
+        vec![1, 5]
+    );
+}
+
+#[test]
+fn should_balance_pods_across_capacity_types_no_constraints() {
+    // Without a selector the on-demand pod counts: two spot pods at most.
+    let pods = app_pods(5, "s", |p| {
+        p.requests = Resources::cpu_memory(2000, 0);
+        p.topology_spread = vec![spread_on(labels::CAPACITY_TYPE, 1)];
+    });
+    let result = solve_with_nodes(
+        vec![ct_pool("spot")],
+        vec![full_node(
+            "od-node",
+            &[(labels::CAPACITY_TYPE, "on-demand")],
+        )],
+        pods,
+    );
+    assert_eq!(
+        skew(&result, labels::CAPACITY_TYPE, &[("on-demand", 1)]),
+        vec![1, 2]
+    );
+    assert_eq!(result.errors.len(), 3);
+}

@@ -3,6 +3,8 @@
 pub mod apis;
 pub mod aws;
 pub mod cli;
+pub mod cloudprovider;
+pub mod cluster;
 pub mod controllers;
 pub mod extensions;
 pub mod scheduling;

@@ -11,6 +11,7 @@ mod index;
 pub mod input;
 pub mod instance_type;
 pub mod labels;
+pub mod node_pool;
 pub mod pod;
 pub mod requirements;
 pub mod resources;

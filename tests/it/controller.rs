@@ -10,6 +10,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use nodewright::apis::{ConditionStatus, EC2NodeClass, NodePool};
 use nodewright::aws::amis::AmiProvider;
 use nodewright::aws::catalog::Catalog;
+use nodewright::aws::instance_types::InstanceTypeProvider;
 use nodewright::controllers::{self, Context, nodeclass::reconcile_node_class};
 use nodewright::extensions::Extensions;
 use nodewright::sim::apiserver::ApiServer;
@@ -24,8 +25,11 @@ fn cluster() -> (ApiServer, Arc<Context>) {
     let (ec2, ssm) = alias_clients();
     let context = Context::new(
         server.client(),
-        Arc::new(Catalog::embedded("us-east-1").unwrap()),
-        Arc::new(Extensions::new(HostConfig::default()).unwrap()),
+        Arc::new(InstanceTypeProvider::new(
+            Arc::new(Catalog::embedded("us-east-1").unwrap()),
+            Arc::new(Extensions::new(HostConfig::default()).unwrap()),
+            Arc::default(),
+        )),
         AmiProvider::new(ec2, ssm),
         "1.34".to_string(),
     );

@@ -2,8 +2,13 @@
 mod amis;
 mod apis;
 mod cli;
+mod cloudprovider;
+mod cluster;
+mod cluster_state;
 mod controller;
 mod extensions;
 mod moto;
+mod nodeclaim_lifecycle;
+mod provisioning;
 mod simulate;
 mod support;

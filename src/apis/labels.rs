@@ -48,6 +48,8 @@ pub const ARCH_LABEL_KEY: &str = "kubernetes.io/arch";
 pub const OS_LABEL_KEY: &str = "kubernetes.io/os";
 /// `node.kubernetes.io/windows-build`.
 pub const WINDOWS_BUILD_LABEL_KEY: &str = "node.kubernetes.io/windows-build";
+/// The label Kubernetes puts on every Namespace with its name.
+pub const NAMESPACE_NAME_LABEL_KEY: &str = "kubernetes.io/metadata.name";
 /// `kubernetes.io/hostname` (restricted: Karpenter never lets users set it).
 pub const HOSTNAME_LABEL_KEY: &str = "kubernetes.io/hostname";
 

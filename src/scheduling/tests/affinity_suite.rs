@@ -328,3 +328,120 @@ fn should_filter_pod_affinity_topologies_by_namespace_matching_pods_namespace_li
     assert!(result.errors.is_empty(), "{:?}", result.errors);
     assert_eq!(claim_of(&result, "p").zone, "test-zone-2");
 }
+
+#[test]
+fn should_respect_pod_affinity_hostname() {
+    let mut pods: Vec<Pod> = (0..10)
+        .map(|i| {
+            let mut p = pod(&format!("s-{i}"), 100, 0).with_label("app", "s");
+            p.topology_spread = vec![TopologySpreadConstraint::new(
+                labels::HOSTNAME,
+                1,
+                LabelSelector::match_labels(&[("app", "s")]),
+            )];
+            p
+        })
+        .collect();
+    pods.push(pod("target", 100, 0).with_label(S2.0, S2.1));
+    let mut follower = pod("follower", 100, 0);
+    follower.pod_affinity = vec![term(&[S2], labels::HOSTNAME)];
+    pods.push(follower);
+    let result = solve(vec![pool("default", 4)], pods);
+    assert!(result.errors.is_empty(), "{:?}", result.errors);
+    assert_eq!(claim_of(&result, "target"), claim_of(&result, "follower"));
+}
+
+#[test]
+fn should_support_pod_affinity_with_zone_topology_unconstrained_target() {
+    let followers = || -> Vec<Pod> {
+        (0..10)
+            .map(|i| {
+                let mut p = pod(&format!("f-{i}"), 100, 0);
+                p.pod_affinity = vec![term(&[S2], labels::ZONE)];
+                p
+            })
+            .collect()
+    };
+    // The target's zone is undetermined: the followers cannot schedule.
+    let mut pods = followers();
+    pods.push(pod("target", 100, 0).with_label(S2.0, S2.1));
+    let result = solve(vec![pool("default", 4)], pods);
+    claim_of(&result, "target");
+    assert_eq!(result.errors.len(), 10);
+    // Once the target runs in a zone, they all go there.
+    let node = ExistingNode {
+        name: "target-node".into(),
+        labels: BTreeMap::from([(labels::ZONE.to_string(), "test-zone-2".to_string())]),
+        pods: vec![pod("target", 100, 0).with_label(S2.0, S2.1)],
+        initialized: true,
+        ..ExistingNode::default()
+    };
+    let result = Scheduler::new(SchedulerInput {
+        node_pools: vec![pool("default", 4)],
+        existing_nodes: vec![node],
+        pods: followers(),
+        ..SchedulerInput::default()
+    })
+    .solve();
+    assert!(result.errors.is_empty(), "{:?}", result.errors);
+    assert!(
+        result
+            .new_node_claims
+            .iter()
+            .all(|c| c.zone == "test-zone-2")
+    );
+}
+
+#[test]
+fn should_support_pod_affinity_with_zone_topology_constrained_target() {
+    let mut pods: Vec<Pod> = (0..10)
+        .map(|i| {
+            let mut p = pod(&format!("f-{i}"), 100, 0);
+            p.pod_affinity = vec![term(&[S2], labels::ZONE)];
+            p
+        })
+        .collect();
+    let mut target = pod("target", 100, 0).with_label(S2.0, S2.1);
+    target.required_node_affinity = vec![
+        [req(labels::ZONE, Operator::In, &["test-zone-1"])]
+            .into_iter()
+            .collect(),
+    ];
+    pods.push(target);
+    let result = solve(vec![pool("default", 4)], pods);
+    assert!(result.errors.is_empty(), "{:?}", result.errors);
+    assert_eq!(scheduled(&result), 11);
+    assert!(
+        result
+            .new_node_claims
+            .iter()
+            .all(|c| c.zone == "test-zone-1")
+    );
+}
+
+#[test]
+fn should_handle_multiple_dependent_affinities() {
+    let labelled = |name: &str, kind: &str| {
+        pod(name, 100, 0)
+            .with_label("type", kind)
+            .with_label("spread", "spread")
+    };
+    let following = |name: &str, kind: &str, after: &str| {
+        let mut p = labelled(name, kind);
+        p.pod_affinity = vec![term(
+            &[("type", after), ("spread", "spread")],
+            labels::HOSTNAME,
+        )];
+        p
+    };
+    // Given in reverse dependency order: the queue retries until all fit.
+    let pods = vec![
+        following("ui", "ui", "cache"),
+        following("cache", "cache", "web"),
+        following("web", "web", "db"),
+        labelled("db", "db"),
+    ];
+    let result = solve(vec![pool("default", 4)], pods);
+    assert!(result.errors.is_empty(), "{:?}", result.errors);
+    assert_eq!(result.new_node_claims.len(), 1);
+}

@@ -223,3 +223,69 @@ fn should_consider_a_pod_incompatible_with_an_existing_node_but_compatible_with_
     assert!(result.existing_node_placements.is_empty());
     assert_eq!(claim_of(&result, "p").zone, "test-zone-2");
 }
+
+/// A node of the default pool (whose startup taint is `ignore-me`) with
+/// `taints`; `initialized` says whether it finished starting.
+fn tainted_node_case(taints: Vec<Taint>, initialized: bool) -> SchedulingResult {
+    let mut np = pool("default", 4);
+    np.startup_taints = vec![Taint::new(
+        "ignore-me",
+        "nothing-to-see-here",
+        TaintEffect::NoSchedule,
+    )];
+    let mut node = in_flight("node-1", "test-zone-1");
+    node.taints = taints;
+    node.initialized = initialized;
+    Scheduler::new(SchedulerInput {
+        node_pools: vec![np],
+        existing_nodes: vec![node],
+        pods: vec![pod("b", 10, 0)],
+        ..SchedulerInput::default()
+    })
+    .solve()
+}
+
+#[test]
+fn should_assume_pod_will_schedule_to_a_tainted_node_with_no_taints() {
+    let result = tainted_node_case(Vec::new(), false);
+    assert_eq!(placed_on(&result, "b"), Some("node-1"));
+}
+
+#[test]
+fn should_assume_pod_will_schedule_to_a_node_with_ephemeral_taint_node_kubernetes_io_not_ready_no_execute_when_the_node_is_uninitialized()
+ {
+    let not_ready = || {
+        vec![Taint::new(
+            crate::apis::labels::NOT_READY_TAINT_KEY,
+            "",
+            TaintEffect::NoExecute,
+        )]
+    };
+    let result = tainted_node_case(not_ready(), false);
+    assert_eq!(placed_on(&result, "b"), Some("node-1"));
+    let result = tainted_node_case(not_ready(), true);
+    assert_eq!(placed_on(&result, "b"), None);
+}
+
+#[test]
+fn should_not_assume_pod_will_schedule_to_a_tainted_node() {
+    let taint = Taint::new("foo.com/taint", "tainted", TaintEffect::NoSchedule);
+    let result = tainted_node_case(vec![taint], true);
+    assert_eq!(placed_on(&result, "b"), None);
+    claim_of(&result, "b");
+}
+
+#[test]
+fn should_assume_pod_will_schedule_to_a_tainted_node_with_a_custom_startup_taint() {
+    let startup = Taint::new("ignore-me", "nothing-to-see-here", TaintEffect::NoSchedule);
+    let result = tainted_node_case(vec![startup], false);
+    assert_eq!(placed_on(&result, "b"), Some("node-1"));
+}
+
+#[test]
+fn should_not_assume_pod_will_schedule_to_a_node_with_startup_taints_after_initialization() {
+    let startup = Taint::new("ignore-me", "nothing-to-see-here", TaintEffect::NoSchedule);
+    let result = tainted_node_case(vec![startup], true);
+    assert_eq!(placed_on(&result, "b"), None);
+    claim_of(&result, "b");
+}

@@ -145,7 +145,8 @@ pub struct NewNodeClaim {
     pub reservation_id: Option<String>,
     /// Pods (`namespace/name`) planned onto it.
     pub pods: Vec<String>,
-    /// Total requests, daemonset overhead included.
+    /// Total requests: the pods', plus the daemonsets that every instance-type
+    /// option runs (per resource, the least over the options).
     pub requests: Resources,
     /// The NodeClaim's requirements after all pods were added.
     pub requirements: Requirements,

@@ -127,12 +127,28 @@ impl Solver<'_> {
             .filter(|r| r.key != labels::HOSTNAME)
             .cloned()
             .collect();
+        // The DaemonSets every option runs at least (Karpenter's
+        // `addDaemonRequests`: the per-resource minimum over the options).
         let mut requests = claim.requests.clone();
-        if let Some(group) = pool
-            .daemon_groups
-            .get(pool.types[chosen as usize].daemon_group as usize)
-        {
-            add_into(&mut requests, &group.overhead);
+        let mut overhead: Option<Vec<i64>> = None;
+        for t in &truncated {
+            let Some(group) = pool
+                .daemon_groups
+                .get(pool.types[*t as usize].daemon_group as usize)
+            else {
+                continue;
+            };
+            overhead = Some(match overhead {
+                None => group.overhead.clone(),
+                Some(min) => min
+                    .iter()
+                    .zip(&group.overhead)
+                    .map(|(a, b)| (*a).min(*b))
+                    .collect(),
+            });
+        }
+        if let Some(overhead) = overhead {
+            add_into(&mut requests, &overhead);
         }
         let reservation_id = offer
             .reservation_value

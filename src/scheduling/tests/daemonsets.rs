@@ -254,3 +254,28 @@ fn should_properly_handle_daemonset_resources_with_node_affinity_for_karpenter_s
         assert!(claim.requirements.get(key).is_none());
     }
 }
+
+#[test]
+fn should_create_a_nodeclaim_with_resource_requests_with_daemon_overhead() {
+    let result = solve_with(
+        vec![sized_pool(&[4, 8])],
+        vec![daemonset("agent", 1000, Vec::new())],
+        vec![pod("a", 1000, GIB), pod("b", 1000, GIB)],
+    );
+    assert_eq!(result.new_node_claims.len(), 1);
+    // Two pods plus one daemonset, counted once.
+    assert_eq!(result.new_node_claims[0].requests.cpu_millis, 3000);
+    assert_eq!(result.new_node_claims[0].requests.pods, 3);
+
+    // A daemonset that only the cheapest option runs is not in the requests:
+    // they hold what every option runs.
+    let result = solve_with(
+        vec![sized_pool(&[4, 8])],
+        vec![daemonset("agent", 1000, only_cpus(&["4"]))],
+        vec![pod("a", 1000, GIB)],
+    );
+    let claim = claim_of(&result, "a");
+    assert_eq!(claim.instance_type, "m-4");
+    assert!(claim.instance_type_options.iter().any(|o| o.name == "m-8"));
+    assert_eq!(claim.requests.cpu_millis, 1000);
+}

@@ -14,6 +14,7 @@ mod moto;
 mod node_termination;
 mod nodeclaim_lifecycle;
 mod nodepool;
+mod operator;
 mod provisioning;
 mod simulate;
 mod support;

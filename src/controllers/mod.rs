@@ -4,6 +4,7 @@
 
 pub mod nodeclaim;
 pub mod nodeclass;
+pub mod nodepool;
 pub mod provisioning;
 
 use std::sync::Arc;

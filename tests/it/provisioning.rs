@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Recorder, Reporter};
 use nodewright::apis::{EC2NodeClass, NodeClaim, NodePool};
 use nodewright::aws::catalog::Catalog;
@@ -80,7 +80,16 @@ async fn cluster(objects: &[Pod]) -> Cluster {
         .unwrap();
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     for pod in objects {
-        pods.create(&PostParams::default(), pod).await.unwrap();
+        // The API server drops a new pod's status; kube-scheduler writes it after.
+        let created = pods.create(&PostParams::default(), pod).await.unwrap();
+        let status = json!({"status": pod.status});
+        pods.patch_status(
+            created.metadata.name.as_deref().unwrap(),
+            &PatchParams::default(),
+            &Patch::Merge(&status),
+        )
+        .await
+        .unwrap();
     }
     let (state, driver) = ClusterState::start(client.clone());
     let driver = tokio::spawn(driver);

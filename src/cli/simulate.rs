@@ -226,3 +226,42 @@ fn render_extensions(plan: &Plan) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scheduling::SchedulingResult;
+
+    fn empty_plan(kind: CatalogKind, warnings: &[&str]) -> Plan {
+        let mut plan = Plan::new(
+            "eu-west-1",
+            &SchedulingResult::default(),
+            &Default::default(),
+            0.0,
+        );
+        plan.catalog = kind;
+        plan.catalog_warnings = warnings.iter().map(|w| w.to_string()).collect();
+        plan
+    }
+
+    #[test]
+    fn the_footer_names_the_catalog_and_its_warnings() {
+        let embedded = render(&empty_plan(CatalogKind::Embedded, &[]));
+        assert!(
+            embedded.contains("catalog: embedded in the binary"),
+            "{embedded}"
+        );
+        let live = render(&empty_plan(
+            CatalogKind::Live,
+            &["on-demand prices: denied"],
+        ));
+        assert!(
+            live.contains("catalog: live, from the EC2 and Pricing APIs in eu-west-1"),
+            "{live}"
+        );
+        assert!(live.contains("warning: on-demand prices: denied"), "{live}");
+        let json = serde_json::to_value(empty_plan(CatalogKind::Embedded, &[])).unwrap();
+        assert_eq!(json["catalog"], "embedded");
+        assert!(json.get("catalogWarnings").is_none());
+    }
+}

@@ -2,6 +2,7 @@
 mod amis;
 mod apis;
 mod apiserver;
+mod aws_catalog;
 mod cli;
 mod cloudprovider;
 mod cluster;
@@ -12,6 +13,7 @@ mod kubectl;
 mod moto;
 mod nodeclaim_lifecycle;
 mod nodepool;
+mod pricing;
 mod provisioning;
 mod simulate;
 mod support;

@@ -621,3 +621,44 @@ fn simulate_aws_plans_from_motos_catalog_in_a_region_nothing_is_embedded_for() {
         assert!(claim["instanceType"].as_str().unwrap().starts_with('m'));
     }
 }
+
+#[tokio::test]
+async fn the_refresh_loop_swaps_the_live_catalog_into_the_provider() {
+    let types = mock!(aws_sdk_ec2::Client::describe_instance_types)
+        .then_output(|| types_page(&["m5.large"], None));
+    let offerings = mock!(aws_sdk_ec2::Client::describe_instance_type_offerings)
+        .then_output(|| offerings_page(&[("m5.large", "us-east-1a")], None));
+    let (products, spot) = price_rules();
+    let refresher = refresher("us-east-1", &[&types, &offerings, &spot], &products)
+        .with_interval(std::time::Duration::from_millis(10));
+    let embedded = Arc::new(Catalog::embedded("us-east-1").unwrap());
+    let provider = Arc::new(InstanceTypeProvider::new(
+        embedded.clone(),
+        Arc::new(Extensions::new(HostConfig::default()).unwrap()),
+        Arc::default(),
+    ));
+
+    let running = tokio::spawn(Arc::new(refresher).run(provider.clone()));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while Arc::ptr_eq(&provider.catalog(), &embedded) && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let served = provider.catalog();
+    let calls_then = types.num_calls();
+    // Later refreshes find the same data: the provider keeps that catalog.
+    while types.num_calls() < calls_then + 3 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    running.abort();
+    assert!(
+        served.version().starts_with("live/us-east-1/"),
+        "{}",
+        served.version()
+    );
+    assert_eq!(names(&served), BTreeSet::from(["m5.large"]));
+    assert!(
+        types.num_calls() >= calls_then + 3,
+        "the loop keeps refreshing"
+    );
+    assert!(Arc::ptr_eq(&provider.catalog(), &served));
+}

@@ -1,9 +1,8 @@
-//! The embedded EC2 catalog: instance types, their zonal offerings and on-demand
-//! prices, so `catalog` and `simulate` work without AWS credentials.
-//!
-//! The data files under `data/` and their provenance are described in
-//! `data/README.md`. The live AWS provider produces the same [`Catalog`] from the
-//! EC2 API, so one resolver serves both.
+//! The EC2 catalog: instance types, their zonal offerings and prices for one
+//! region. The embedded one (`data/`, provenance in `data/README.md`) lets
+//! `catalog` and `simulate` work without AWS credentials; [`live`] reads the
+//! same [`Catalog`] from the EC2 and Pricing APIs and [`refresh`] keeps it
+//! current, so one resolver serves both.
 
 pub mod convert;
 pub mod describe;

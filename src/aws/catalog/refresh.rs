@@ -74,6 +74,7 @@ pub struct CatalogRefresher {
     region: String,
     ec2: aws_sdk_ec2::Client,
     pricing: PricingProvider,
+    interval: Duration,
     prices_interval: Duration,
     state: Mutex<State>,
 }
@@ -90,13 +91,19 @@ impl CatalogRefresher {
             region: pricing.region().to_string(),
             ec2,
             pricing,
+            interval: INSTANCE_TYPES_INTERVAL,
             prices_interval: PRICES_INTERVAL,
             state: Mutex::new(State::default()),
         }
     }
 
-    /// Re-reads prices at every refresh after `interval` instead of
-    /// [`PRICES_INTERVAL`].
+    /// Refreshes every `interval` instead of [`INSTANCE_TYPES_INTERVAL`].
+    pub fn with_interval(mut self, interval: Duration) -> Self {
+        self.interval = interval;
+        self
+    }
+
+    /// Re-reads prices after `interval` instead of [`PRICES_INTERVAL`].
     pub fn with_prices_interval(mut self, interval: Duration) -> Self {
         self.prices_interval = interval;
         self
@@ -190,13 +197,14 @@ impl CatalogRefresher {
         })
     }
 
-    /// Refreshes every [`INSTANCE_TYPES_INTERVAL`] forever, serving each new
-    /// catalog through `provider` (which keeps its catalog when a refresh
-    /// fails). The first refresh runs after one interval: call
-    /// [`refresh`](Self::refresh) once at startup to seed the provider.
+    /// Refreshes every interval ([`INSTANCE_TYPES_INTERVAL`] by default)
+    /// forever, serving each new catalog through `provider` (which keeps its
+    /// catalog when a refresh fails). The first refresh runs after one
+    /// interval: call [`refresh`](Self::refresh) once at startup to seed the
+    /// provider.
     pub async fn run(self: Arc<Self>, provider: Arc<InstanceTypeProvider>) {
         loop {
-            tokio::time::sleep(INSTANCE_TYPES_INTERVAL).await;
+            tokio::time::sleep(self.interval).await;
             match self.refresh().await {
                 Ok(report) => {
                     log_report(&self.region, &report);

@@ -662,3 +662,32 @@ async fn the_refresh_loop_swaps_the_live_catalog_into_the_provider() {
     );
     assert!(Arc::ptr_eq(&provider.catalog(), &served));
 }
+
+#[tokio::test]
+async fn the_embedded_fallback_gives_way_to_the_live_catalog_once_ec2_answers() {
+    let types = mock!(aws_sdk_ec2::Client::describe_instance_types)
+        .sequence()
+        .error(unauthorized)
+        .output(|| types_page(&["m5.large"], None))
+        .build();
+    let offerings = mock!(aws_sdk_ec2::Client::describe_instance_type_offerings)
+        .then_output(|| offerings_page(&[("m5.large", "us-east-1a")], None));
+    let (products, spot) = price_rules();
+    let refresher = refresher("us-east-1", &[&types, &offerings, &spot], &products);
+
+    let fallback = refresher.refresh().await.unwrap();
+    assert!(matches!(
+        fallback.instance_types,
+        InstanceTypesOutcome::EmbeddedFallback(_)
+    ));
+    let live = refresher.refresh().await.unwrap();
+    assert!(matches!(
+        live.instance_types,
+        InstanceTypesOutcome::Fetched {
+            instance_types: 1,
+            ..
+        }
+    ));
+    assert!(live.catalog.version().starts_with("live/us-east-1/"));
+    assert_eq!(names(&live.catalog), BTreeSet::from(["m5.large"]));
+}

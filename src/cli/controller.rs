@@ -8,9 +8,10 @@ use nodewright_host::{HostConfig, credentials_from_docker_config};
 
 use super::CliError;
 use crate::aws::amis::AmiProvider;
-use crate::aws::catalog::Catalog;
+use crate::aws::catalog::refresh::{CatalogRefresher, log_report};
 use crate::aws::clients::{AwsClients, AwsSettings, sdk_config};
 use crate::aws::instance_types::InstanceTypeProvider;
+use crate::aws::pricing::PricingProvider;
 use crate::extensions::Extensions;
 
 /// Arguments of `nodewright controller`.
@@ -104,15 +105,24 @@ pub fn run(args: &ControllerArgs) -> Result<(), CliError> {
             .region()
             .map(|r| r.to_string())
             .ok_or("no AWS region: pass --region or set AWS_REGION")?;
-        let catalog = Catalog::embedded(&region)?;
         let clients = AwsClients::new(&sdk);
         let extensions = Extensions::new(host_config)?;
-        tracing::info!(%region, %kubernetes_version, catalog = catalog.version(), "starting");
-        let instance_types =
-            InstanceTypeProvider::new(Arc::new(catalog), Arc::new(extensions), Arc::default());
+        // The live catalog: read once now (falling back to the embedded one
+        // if EC2 cannot be read), then refreshed in the background.
+        let pricing = PricingProvider::new(&region, clients.pricing.clone(), clients.ec2.clone())?;
+        let refresher = Arc::new(CatalogRefresher::new(clients.ec2.clone(), pricing));
+        let first = refresher.refresh().await?;
+        log_report(&region, &first);
+        tracing::info!(%region, %kubernetes_version, catalog = first.catalog.version(), "starting");
+        let instance_types = Arc::new(InstanceTypeProvider::new(
+            first.catalog,
+            Arc::new(extensions),
+            Arc::default(),
+        ));
+        tokio::spawn(refresher.run(instance_types.clone()));
         let context = crate::controllers::Context::new(
             client,
-            Arc::new(instance_types),
+            instance_types,
             AmiProvider::new(clients.ec2, clients.ssm),
             kubernetes_version,
         );

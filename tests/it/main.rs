@@ -2,6 +2,7 @@
 mod amis;
 mod apis;
 mod apiserver;
+mod aws_catalog;
 mod cli;
 mod cloudprovider;
 mod cluster;
@@ -15,6 +16,7 @@ mod node_termination;
 mod nodeclaim_lifecycle;
 mod nodepool;
 mod operator;
+mod pricing;
 mod provisioning;
 mod simulate;
 mod support;

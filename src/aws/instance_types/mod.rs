@@ -284,17 +284,21 @@ fn eviction_signal(field: &str, value: &str, total: i64) -> Result<i64, ResolveE
 /// On-demand and spot offerings in every zone that offers the type (and that
 /// the EC2NodeClass's subnets cover).
 ///
-/// On-demand prices come from the price book. No spot price source exists
-/// offline, so spot offerings carry the on-demand price — what Karpenter uses
-/// before its first spot price refresh — and are marked as estimates. A type
-/// with no price has its offerings marked unavailable: it cannot be launched.
+/// On-demand prices come from the price book (estimates when the region
+/// borrows another region's snapshot and no live price replaced it). Spot
+/// offerings carry the zone's spot price when the spot price history had
+/// one; otherwise the on-demand price stands in — what Karpenter uses before
+/// its first spot price refresh — marked as an estimate. An offering with no
+/// price is marked unavailable: it cannot be launched.
 fn offerings(
     catalog: &Catalog,
     info: &InstanceTypeInfo,
     settings: &ResolverSettings,
 ) -> Vec<Offering> {
     let prices: &PriceBook = catalog.prices();
-    let price = prices.on_demand(&info.instance_type);
+    let name = info.instance_type.as_str();
+    let on_demand = prices.on_demand(name);
+    let on_demand_is_estimate = prices.on_demand_is_estimate(name);
     let capacity_types: Vec<CapacityType> = [CapacityType::OnDemand, CapacityType::Spot]
         .into_iter()
         .filter(|ct| {
@@ -304,15 +308,22 @@ fn offerings(
         })
         .collect();
     let mut out = Vec::new();
-    for zone in catalog.zones_of(&info.instance_type) {
+    for zone in catalog.zones_of(name) {
         if settings.zones.as_ref().is_some_and(|z| !z.contains(zone)) {
             continue;
         }
         for &capacity_type in &capacity_types {
+            let (price, estimate) = if capacity_type == CapacityType::Spot {
+                match prices.spot(name, zone) {
+                    Some(spot) => (Some(spot), false),
+                    None => (on_demand, true),
+                }
+            } else {
+                (on_demand, on_demand_is_estimate)
+            };
             let mut offering = Offering::new(zone, capacity_type, price.unwrap_or(0.0));
             offering.available = price.is_some();
-            offering.price_is_estimate =
-                prices.is_estimate() || capacity_type == CapacityType::Spot;
+            offering.price_is_estimate = estimate;
             out.push(offering);
         }
     }
@@ -399,6 +410,62 @@ mod tests {
                 .filter(|o| o.capacity_type == CapacityType::Spot)
                 .all(|o| o.price_is_estimate)
         );
+    }
+
+    #[test]
+    fn a_known_spot_price_replaces_the_on_demand_stand_in_in_its_zone_only() {
+        let embedded = Catalog::embedded("us-west-2").unwrap();
+        let mut prices = embedded.prices().clone();
+        prices.merge_spot(
+            std::collections::HashMap::from([(
+                "m5.large".to_string(),
+                std::collections::HashMap::from([("us-west-2a".to_string(), 0.0351)]),
+            )]),
+            "2026-11-23T00:00:00Z".into(),
+        );
+        prices.merge_on_demand(
+            std::collections::HashMap::from([("m5.large".to_string(), 0.096)]),
+            "2026-11-23T00:00:00Z".into(),
+        );
+        let catalog = embedded.with_prices("test", prices);
+        let info = catalog
+            .instance_types()
+            .iter()
+            .find(|i| i.instance_type == "m5.large")
+            .unwrap();
+        let it = resolve(&catalog, info, &ResolverSettings::default())
+            .unwrap()
+            .unwrap();
+        let find = |zone: &str, ct: CapacityType| {
+            it.offerings
+                .iter()
+                .find(|o| o.zone == zone && o.capacity_type == ct)
+                .unwrap()
+        };
+        let spot_a = find("us-west-2a", CapacityType::Spot);
+        assert_eq!(spot_a.price, 0.0351);
+        assert!(spot_a.available && !spot_a.price_is_estimate);
+        let spot_b = find("us-west-2b", CapacityType::Spot);
+        assert_eq!(spot_b.price, 0.096);
+        assert!(spot_b.available && spot_b.price_is_estimate);
+        // The live on-demand price is the region's own, no longer borrowed.
+        let od = find("us-west-2b", CapacityType::OnDemand);
+        assert_eq!(od.price, 0.096);
+        assert!(!od.price_is_estimate);
+        // Types without a live price keep the borrowed snapshot, marked.
+        let c5 = resolved_in(&catalog, "c5.large");
+        assert!(c5.offerings.iter().all(|o| o.price_is_estimate));
+    }
+
+    fn resolved_in(catalog: &Catalog, name: &str) -> InstanceType {
+        let info = catalog
+            .instance_types()
+            .iter()
+            .find(|i| i.instance_type == name)
+            .unwrap();
+        resolve(catalog, info, &ResolverSettings::default())
+            .unwrap()
+            .unwrap()
     }
 
     #[test]

@@ -1,7 +1,17 @@
 //! The AWS side: the EC2 catalog and the instance-type resolver that turns it
-//! into the scheduler's instance types, AMI discovery, and the SDK clients.
+//! into the scheduler's instance types, the providers an EC2NodeClass's
+//! status comes from (AMIs, subnets, security groups, instance profiles,
+//! capacity reservations, dry-run permission checks), and the SDK clients.
 
 pub mod amis;
+pub mod capacity_reservations;
 pub mod catalog;
 pub mod clients;
+pub mod dry_run;
+pub mod errors;
+pub mod filters;
+pub mod instance_profile;
 pub mod instance_types;
+pub mod security_groups;
+pub mod subnets;
+pub mod ttl_cache;

@@ -1,11 +1,13 @@
 //! Integration tests, one crate so they link once. Each area adds a module here.
 mod amis;
 mod apis;
+mod aws_network;
 mod cli;
 mod cloudprovider;
 mod cluster;
 mod controller;
 mod extensions;
 mod moto;
+mod nodeclass;
 mod simulate;
 mod support;

@@ -269,7 +269,9 @@ impl InstanceProfileProvider {
     }
 
     /// Every profile under `path_prefix` (e.g. one class's path), for the
-    /// garbage collector.
+    /// garbage collector. IAM filters by the prefix; the answer is checked
+    /// again, so a service that ignores it cannot hand over profiles of
+    /// other classes.
     pub async fn list(
         &self,
         path_prefix: &str,
@@ -288,11 +290,16 @@ impl InstanceProfileProvider {
                     AwsError::from_sdk("iam:ListInstanceProfiles", &e),
                 )
             })?;
-            out.extend(page.instance_profiles.into_iter().map(|p| InstanceProfile {
-                name: p.instance_profile_name,
-                path: p.path,
-                role: p.roles.into_iter().next().map(|r| r.role_name),
-            }));
+            out.extend(
+                page.instance_profiles
+                    .into_iter()
+                    .filter(|p| p.path.starts_with(path_prefix))
+                    .map(|p| InstanceProfile {
+                        name: p.instance_profile_name,
+                        path: p.path,
+                        role: p.roles.into_iter().next().map(|r| r.role_name),
+                    }),
+            );
         }
         Ok(out)
     }

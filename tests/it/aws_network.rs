@@ -26,7 +26,7 @@ use nodewright::sim::apiserver::ApiServer;
 use serde_json::json;
 
 use crate::moto::moto_clients;
-use crate::nodeclass::{condition, context_on};
+use crate::nodeclass::{condition, context_in};
 
 /// A VPC in moto with subnets and security groups for one test; every tag
 /// value carries the test's `label`, so tests sharing the server never
@@ -215,7 +215,7 @@ async fn an_instance_profile_is_made_reused_replaced_and_deleted_in_moto() {
     role(&clients, "net-profile-a").await;
     role(&clients, "net-profile-b").await;
     let server = ApiServer::default();
-    let context = context_on(&server, &clients);
+    let context = context_in("net-profile", &server, &clients);
     let api: Api<EC2NodeClass> = Api::all(server.client());
     let mut class = crate::nodeclass::class("profiled");
     class.spec.role = Some("net-profile-a".to_string());
@@ -236,7 +236,7 @@ async fn an_instance_profile_is_made_reused_replaced_and_deleted_in_moto() {
         .instance_profile
         .clone()
         .unwrap();
-    assert!(first.starts_with("demo_"), "{first}");
+    assert!(first.starts_with("net-profile_"), "{first}");
     let profile = clients
         .iam
         .get_instance_profile()
@@ -246,7 +246,7 @@ async fn an_instance_profile_is_made_reused_replaced_and_deleted_in_moto() {
         .unwrap()
         .instance_profile
         .unwrap();
-    let path = format!("/karpenter/us-east-1/demo/{uid}/");
+    let path = format!("/karpenter/us-east-1/net-profile/{uid}/");
     assert_eq!(profile.path, path);
     let roles: Vec<&str> = profile.roles.iter().map(|r| r.role_name.as_str()).collect();
     assert_eq!(roles, ["net-profile-a"]);
@@ -259,8 +259,8 @@ async fn an_instance_profile_is_made_reused_replaced_and_deleted_in_moto() {
         .collect();
     for (key, value) in [
         ("team", "infra"),
-        ("kubernetes.io/cluster/demo", "owned"),
-        ("eks:eks-cluster-name", "demo"),
+        ("kubernetes.io/cluster/net-profile", "owned"),
+        ("eks:eks-cluster-name", "net-profile"),
         ("karpenter.k8s.aws/ec2nodeclass", "profiled"),
         ("topology.kubernetes.io/region", "us-east-1"),
     ] {
@@ -272,7 +272,7 @@ async fn an_instance_profile_is_made_reused_replaced_and_deleted_in_moto() {
     }
 
     // Reused on the next pass, also by a controller that cached nothing.
-    let fresh = context_on(&server, &clients);
+    let fresh = context_in("net-profile", &server, &clients);
     reconcile_node_class(&fresh, &stored).await.unwrap();
     let again = api.get("profiled").await.unwrap();
     assert_eq!(
@@ -350,7 +350,7 @@ async fn an_instance_profile_is_made_reused_replaced_and_deleted_in_moto() {
 async fn a_missing_role_and_a_missing_instance_profile_are_named_in_moto() {
     let clients = moto_clients().await;
     let server = ApiServer::default();
-    let context = context_on(&server, &clients);
+    let context = context_in("net-missing", &server, &clients);
     let api: Api<EC2NodeClass> = Api::all(server.client());
 
     let mut no_role = crate::nodeclass::class("no-role");
@@ -371,7 +371,7 @@ async fn a_missing_role_and_a_missing_instance_profile_are_named_in_moto() {
     let provider = InstanceProfileProvider::new(clients.iam.clone());
     assert!(
         provider
-            .list(&format!("/karpenter/us-east-1/demo/{uid}/"))
+            .list(&format!("/karpenter/us-east-1/net-missing/{uid}/"))
             .await
             .unwrap()
             .is_empty(),
@@ -416,7 +416,7 @@ async fn a_whole_class_reconciles_to_ready_against_moto() {
     )
     .await;
     let server = ApiServer::default();
-    let context = context_on(&server, &clients);
+    let context = context_in("net-whole", &server, &clients);
     let class: EC2NodeClass = serde_json::from_value(json!({
         "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
         "metadata": {"name": "whole"},
@@ -460,7 +460,7 @@ async fn a_whole_class_reconciles_to_ready_against_moto() {
     );
     assert_eq!(status.security_groups.unwrap()[0].id, net.groups["nodes"]);
     assert_eq!(status.amis.unwrap()[0].id, image);
-    assert!(status.instance_profile.unwrap().starts_with("demo_"));
+    assert!(status.instance_profile.unwrap().starts_with("net-whole_"));
 }
 
 #[tokio::test]

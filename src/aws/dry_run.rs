@@ -7,8 +7,8 @@
 //! else is not.
 //!
 //! `RunInstances` is tried in each given subnet until one is allowed; the
-//! first subnet's answer counts when none is (permissions are not per
-//! subnet, so a later answer only hides a passing fault).
+//! first subnet's refusal counts when none is (permissions are rarely per
+//! subnet). A fault (throttling, a server error) ends the check at once.
 //!
 //! Cache: answers per request live [`VALIDATION_TTL`] (30 minutes,
 //! Karpenter's `ValidationTTL`). Faults (throttling, server errors, after
@@ -295,7 +295,7 @@ impl DryRunProvider {
 
     async fn run_instances(&self, request: &DryRunRequest) -> Result<Answer, AwsError> {
         let metadata = &request.metadata_options;
-        let mut first: Option<Result<Answer, AwsError>> = None;
+        let mut first: Option<Answer> = None;
         for subnet in &request.subnet_ids {
             let result = self
                 .ec2
@@ -337,16 +337,17 @@ impl DryRunProvider {
                 ))
                 .send()
                 .await;
-            match run_instances_answer(result) {
-                Ok(Answer::Allowed) => return Ok(Answer::Allowed),
-                other => {
+            match run_instances_answer(result)? {
+                Answer::Allowed => return Ok(Answer::Allowed),
+                // A fault is waited out, not tried in every subnet.
+                refused => {
                     if first.is_none() {
-                        first = Some(other);
+                        first = Some(refused);
                     }
                 }
             }
         }
-        first.unwrap_or(Ok(Answer::Allowed))
+        Ok(first.unwrap_or(Answer::Allowed))
     }
 }
 

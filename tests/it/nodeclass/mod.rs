@@ -535,3 +535,57 @@ async fn capacity_reservations_reach_the_status_and_become_reserved_offerings() 
         .unwrap();
     assert!(c5.offerings.iter().all(|o| o.reservation_id.is_none()));
 }
+
+#[tokio::test]
+async fn dry_run_answers_are_cached_per_request() {
+    let server = ApiServer::default();
+    let mocked = FakeAws::default().mocked();
+    let context = context_on(&server, &mocked.clients);
+    let stored = create_and_reconcile(&context, class("cached")).await;
+    reconcile_node_class(&context, &stored).await.unwrap();
+    assert_eq!(mocked.launch_template_dry_runs.num_calls(), 1);
+
+    // New tags are a new request: asked again.
+    let api: Api<EC2NodeClass> = Api::all(server.client());
+    let retag = json!({"spec": {"tags": {"team": "infra"}}});
+    let retagged = api
+        .patch("cached", &PatchParams::default(), &Patch::Merge(&retag))
+        .await
+        .unwrap();
+    reconcile_node_class(&context, &retagged).await.unwrap();
+    assert_eq!(mocked.launch_template_dry_runs.num_calls(), 2);
+    let stored = api.get("cached").await.unwrap();
+    assert_eq!(
+        condition(&stored, "ValidationSucceeded").observed_generation,
+        Some(2)
+    );
+}
+
+#[tokio::test]
+async fn restricted_tags_fail_validation_naming_them() {
+    let server = ApiServer::default();
+    let mocked = FakeAws::default().mocked();
+    let context = context_on(&server, &mocked.clients);
+    let mut tagged = class("tagged");
+    tagged.spec.tags = Some(
+        [(
+            "kubernetes.io/cluster/other".to_string(),
+            "owned".to_string(),
+        )]
+        .into_iter()
+        .collect(),
+    );
+    let stored = create_and_reconcile(&context, tagged).await;
+    let validation = condition(&stored, "ValidationSucceeded");
+    assert_eq!(validation.status, ConditionStatus::False);
+    assert_eq!(validation.reason.as_deref(), Some("TagValidationFailed"));
+    assert!(
+        validation
+            .message
+            .as_deref()
+            .unwrap()
+            .contains("kubernetes.io/cluster/other"),
+        "{validation:?}"
+    );
+    assert_eq!(mocked.launch_template_dry_runs.num_calls(), 0);
+}

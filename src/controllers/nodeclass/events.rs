@@ -23,7 +23,7 @@ use crate::apis::conditions::{
 use crate::apis::{Condition, ConditionStatus, EC2NodeClass, FailurePolicy};
 use crate::extensions::{AmiSelection, EXTENSIONS_READY};
 
-use super::super::Context;
+use super::super::{Context, truncate};
 use super::conditions::changed;
 use super::extensions::{ExtensionOutcomes, combined};
 
@@ -128,16 +128,4 @@ pub async fn publish(
             tracing::warn!(%error, reason, "cannot publish event");
         }
     }
-}
-
-/// `text` cut to at most `max` bytes on a character boundary.
-fn truncate(mut text: String, max: usize) -> String {
-    if text.len() > max {
-        let mut end = max;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text.truncate(end);
-    }
-    text
 }

@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 
-use crate::apis::{Condition, EC2NodeClass, ModuleSource, NodePool};
+use crate::apis::{Condition, EC2NodeClass, NodePool};
 use crate::aws::instance_types::InstanceTypeProvider;
 use crate::extensions::{AmiSelection, ConfigMapSource, ModuleReport, Outcome};
 
@@ -28,18 +28,11 @@ pub async fn referenced_config_maps(
     let Ok(effective) = class.spec.effective_extensions() else {
         return Ok(Vec::new());
     };
-    let modules = effective
-        .instance_filters
-        .iter()
-        .chain(effective.priority_scorers.iter().map(|s| &s.module))
-        .chain(std::iter::once(&effective.ami_selector));
     let mut found = Vec::new();
-    for module in modules {
-        if let ModuleSource::ConfigMap(reference) = &module.source {
-            let api: Api<ConfigMap> = Api::namespaced(context.client.clone(), &reference.namespace);
-            if let Some(config_map) = api.get_opt(&reference.name).await? {
-                found.push(config_map);
-            }
+    for (namespace, name) in effective.config_map_references() {
+        let api: Api<ConfigMap> = Api::namespaced(context.client.clone(), namespace);
+        if let Some(config_map) = api.get_opt(name).await? {
+            found.push(config_map);
         }
     }
     Ok(found)

@@ -9,9 +9,11 @@
 pub mod capacity;
 pub mod labels;
 mod provider;
+pub mod reserved;
 mod settings;
 
 pub use provider::{InstanceTypeProvider, MAX_RESOLVED};
+pub use reserved::ReservedCapacity;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -85,6 +87,9 @@ pub struct ResolverSettings {
     pub zones: Option<BTreeSet<String>>,
     /// Kubelet settings.
     pub kubelet: KubeletSettings,
+    /// Capacity reservations the class may launch into (its
+    /// `status.capacityReservations`), each a reserved offering.
+    pub capacity_reservations: Vec<ReservedCapacity>,
 }
 
 impl Default for ResolverSettings {
@@ -99,6 +104,7 @@ impl Default for ResolverSettings {
             instance_store_raid0: false,
             zones: None,
             kubelet: KubeletSettings::default(),
+            capacity_reservations: Vec::new(),
         }
     }
 }
@@ -146,6 +152,9 @@ pub fn resolve(
             Some(value) => Requirement::single(key, value),
             None => Requirement::does_not_exist(key),
         });
+    }
+    for requirement in reserved::reservation_requirements(&settings.capacity_reservations, name) {
+        requirements.add(requirement);
     }
     let capacity = node_capacity(info, arch == "arm64", settings);
     let overhead = node_overhead(&capacity, settings)?;
@@ -282,7 +291,8 @@ fn eviction_signal(field: &str, value: &str, total: i64) -> Result<i64, ResolveE
 }
 
 /// On-demand and spot offerings in every zone that offers the type (and that
-/// the EC2NodeClass's subnets cover).
+/// the EC2NodeClass's subnets cover), then one reserved offering per capacity
+/// reservation of the type (see [`reserved`]).
 ///
 /// On-demand prices come from the price book (estimates when the region
 /// borrows another region's snapshot and no live price replaced it). Spot
@@ -327,6 +337,18 @@ fn offerings(
             out.push(offering);
         }
     }
+    let launchable = |zone: &str| {
+        settings.zones.as_ref().is_none_or(|z| z.contains(zone))
+            && catalog
+                .zones_of(&info.instance_type)
+                .any(|offered| offered == zone)
+    };
+    out.extend(reserved::reserved_offerings(
+        &settings.capacity_reservations,
+        &info.instance_type,
+        on_demand,
+        launchable,
+    ));
     out
 }
 
@@ -477,6 +499,71 @@ mod tests {
         let it = resolved("m5.large", &settings);
         assert!(it.offerings.iter().all(|o| o.zone == "us-east-1a"));
         assert_eq!(it.offerings.len(), 2);
+    }
+
+    #[test]
+    fn capacity_reservations_add_reserved_offerings_and_labels() {
+        let settings = ResolverSettings {
+            zones: Some(BTreeSet::from([
+                "us-east-1a".to_string(),
+                "us-east-1b".to_string(),
+            ])),
+            capacity_reservations: vec![ReservedCapacity {
+                id: "cr-1".into(),
+                instance_type: "m5.large".into(),
+                zone: "us-east-1a".into(),
+                reservation_type: "default".into(),
+                interruptible: false,
+                expiring: false,
+                available: Some(3),
+            }],
+            ..ResolverSettings::default()
+        };
+        let it = resolved("m5.large", &settings);
+        let on_demand = it
+            .offerings
+            .iter()
+            .find(|o| o.capacity_type == CapacityType::OnDemand)
+            .unwrap()
+            .price;
+        let reserved: Vec<&Offering> = it
+            .offerings
+            .iter()
+            .filter(|o| o.capacity_type == CapacityType::Reserved)
+            .collect();
+        assert_eq!(reserved.len(), 1);
+        assert_eq!(reserved[0].zone, "us-east-1a");
+        assert_eq!(reserved[0].reservation_id.as_deref(), Some("cr-1"));
+        assert_eq!(reserved[0].reservation_capacity, Some(3));
+        assert!(reserved[0].available);
+        assert_eq!(
+            reserved[0].price,
+            on_demand / reserved::RESERVED_PRICE_DIVISOR
+        );
+        assert!(
+            it.requirements
+                .get(labels::CAPACITY_TYPE)
+                .unwrap()
+                .has("reserved")
+        );
+        let id = it
+            .requirements
+            .get(crate::apis::labels::CAPACITY_RESERVATION_ID_LABEL_KEY)
+            .unwrap();
+        assert!(id.has("cr-1"));
+
+        let other = resolved("c5.large", &settings);
+        assert!(
+            other
+                .offerings
+                .iter()
+                .all(|o| o.capacity_type != CapacityType::Reserved)
+        );
+        let none = other
+            .requirements
+            .get(crate::apis::labels::CAPACITY_RESERVATION_ID_LABEL_KEY)
+            .unwrap();
+        assert_eq!(none.operator(), crate::scheduling::Operator::DoesNotExist);
     }
 
     #[test]

@@ -379,6 +379,12 @@ async fn the_controller_binary_runs_against_a_kubeconfig_and_the_aws_environment
             "us-east-1",
             "--cluster-name",
             "binary-test",
+            "--bind-address",
+            "127.0.0.1",
+            "--metrics-port",
+            "0",
+            "--health-probe-port",
+            "0",
         ])
         .env("KUBECONFIG", &kubeconfig)
         .env("AWS_ENDPOINT_URL", &crate::moto::moto().endpoint)

@@ -28,7 +28,7 @@ enum Command {
     /// List the instance types a set of NodePool requirements admits.
     Catalog(catalog::CatalogArgs),
     /// Run the controllers against the cluster (kubeconfig or service account).
-    Controller(controller::ControllerArgs),
+    Controller(Box<controller::ControllerArgs>),
     /// Print the CustomResourceDefinitions, or write them to a directory.
     Crds(crds::CrdsArgs),
     /// Run one provisioning round on YAML manifests and print the plan.

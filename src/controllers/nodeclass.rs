@@ -3,8 +3,10 @@
 //! and priority scorers for every NodePool that uses it, and reports on
 //! `ExtensionsReady` which module failed and why. Warning events name a
 //! failing module (`ExtensionModuleFailed` for `failurePolicy: Fail`,
-//! `ExtensionModuleSkipped` for `Ignore`); events are published when a
-//! condition changes, not on every pass.
+//! `ExtensionModuleSkipped` for `Ignore` and shadow modules), and Normal
+//! `ExtensionShadowResult` events say what a shadow module would have
+//! changed; events are published when a condition changes, not on every
+//! pass. Module calls run under an outer time bound (`run_blocking`).
 //!
 //! Classes are reconciled when they or their NodePools change, and every 5
 //! minutes (every minute while no AMI is found), as Karpenter does.
@@ -26,13 +28,11 @@ use tracing::Instrument;
 use super::{Context, ControllerError};
 use crate::apis::conditions::find_condition;
 use crate::apis::ec2nodeclass::AMIStatus;
-use crate::apis::{
-    Condition, ConditionStatus, EC2NodeClass, FailurePolicy, ModuleSource, NodePool,
-};
+use crate::apis::{Condition, ConditionStatus, EC2NodeClass, ModuleSource, NodePool};
 use crate::aws::amis::{amis_ready_condition, status_amis};
 use crate::aws::instance_types::{ResolverSettings, resolve_all};
 use crate::extensions::{
-    AmiSelection, ConfigMapSource, EXTENSIONS_READY, ModuleReport, Outcome, unix_now,
+    AmiSelection, ConfigMapSource, EXTENSIONS_READY, ModuleReport, Outcome, run_blocking, unix_now,
 };
 
 /// How a class whose instance types cannot be resolved is reported.
@@ -120,11 +120,19 @@ async fn reconcile_in_span(
     let pools = node_pools_of(context, &name).await?;
 
     let outcomes = {
+        let bound = context.extensions.time_bound(class, pools.len());
         let (class, config_maps) = (class.clone(), config_maps.clone());
         let (catalog, extensions) = (context.catalog.clone(), context.extensions.clone());
-        tokio::task::spawn_blocking(move || {
-            instance_type_outcomes(&class, &pools, &catalog, &extensions, &config_maps)
-        })
+        run_blocking(
+            bound,
+            move || instance_type_outcomes(&class, &pools, &catalog, &extensions, &config_maps),
+            |why| {
+                vec![Arc::new(Outcome {
+                    blocked: Some(why),
+                    ..Outcome::default()
+                })]
+            },
+        )
         .await?
     };
 
@@ -140,9 +148,16 @@ async fn reconcile_in_span(
                 context.extensions.clone(),
                 context.catalog.region().to_string(),
             );
-            let selection = tokio::task::spawn_blocking(move || {
-                extensions.select_amis(&class, &region, found, &config_maps, now)
-            })
+            let bound = extensions.time_bound(&class, 1);
+            let selection = run_blocking(
+                bound,
+                move || extensions.select_amis(&class, &region, found, &config_maps, now),
+                |why| AmiSelection {
+                    amis: Vec::new(),
+                    report: None,
+                    blocked: Some(why),
+                },
+            )
             .await?;
             let why = selection.blocked.clone();
             (Some(selection), why)
@@ -359,18 +374,13 @@ async fn publish_changes(
 ) {
     let mut events = Vec::new();
     if changed(previous, extensions_ready) {
-        let combined = combined(outcomes, selection);
-        if let Some(blocked) = &combined.blocked {
-            events.push((EventType::Warning, "ExtensionModuleFailed", blocked.clone()));
-        }
-        for report in &combined.reports {
-            if let (Some(error), FailurePolicy::Ignore) = (&report.error, report.failure_policy) {
-                events.push((
-                    EventType::Warning,
-                    "ExtensionModuleSkipped",
-                    format!("skipped with failurePolicy Ignore: {error}"),
-                ));
-            }
+        for event in combined(outcomes, selection).events() {
+            let type_ = if event.warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            };
+            events.push((type_, event.reason, event.note));
         }
         let before = find_condition(previous, EXTENSIONS_READY);
         let was_ready = before.is_some_and(|c| c.reason.as_deref() == Some("Ready"));

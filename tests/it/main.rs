@@ -4,6 +4,7 @@ mod apis;
 mod cli;
 mod controller;
 mod extensions;
+mod filter_cli;
 mod moto;
 mod simulate;
 mod support;

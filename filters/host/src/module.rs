@@ -227,9 +227,11 @@ impl LoadedModule {
                 Ok(verdicts
                     .into_iter()
                     .map(|v| match v {
-                        Verdict::Drop(reason) => {
-                            Verdict::Drop(text::one_line(&reason, MAX_REASON_BYTES, Keep::Head))
-                        }
+                        Verdict::Drop(reason) => Verdict::Drop(text::one_line_owned(
+                            reason,
+                            MAX_REASON_BYTES,
+                            Keep::Head,
+                        )),
                         keep => keep,
                     })
                     .collect())
@@ -434,7 +436,11 @@ fn deadline_ticks(timeout: Duration, tick: Duration) -> u64 {
 
 /// A component's own error text, bounded and escaped.
 fn rejected(message: String) -> CallError {
-    CallError::Rejected(text::one_line(&message, text::MAX_ERROR_BYTES, Keep::Head))
+    CallError::Rejected(text::one_line_owned(
+        message,
+        text::MAX_ERROR_BYTES,
+        Keep::Head,
+    ))
 }
 
 /// What went wrong, without wasmtime's backtrace of `<wasm function N>`

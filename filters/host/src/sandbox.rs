@@ -229,7 +229,7 @@ impl WasiView for CallState {
 
 impl host_iface::Host for CallState {
     fn log(&mut self, level: host_iface::Level, message: String) {
-        let line = text::one_line(&message, text::MAX_LOG_LINE_BYTES, Keep::Head);
+        let line = text::one_line_owned(message, text::MAX_LOG_LINE_BYTES, Keep::Head);
         if self.log_bytes.saturating_add(line.len()) > LOG_CAP {
             self.logs_dropped = self.logs_dropped.saturating_add(1);
             return;

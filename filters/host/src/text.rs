@@ -36,6 +36,22 @@ pub fn multi_line(text: &str, max_bytes: usize, keep: Keep) -> String {
     bounded(text, max_bytes, keep, true)
 }
 
+/// [`one_line`] for an owned string: handed back as is, without a copy,
+/// when it is short enough and has no control character — the common case
+/// on the per-call path (one drop reason per dropped instance type).
+pub fn one_line_owned(text: String, max_bytes: usize, keep: Keep) -> String {
+    if text.len() <= max_bytes && !may_have_control(&text) {
+        return text;
+    }
+    one_line(&text, max_bytes, keep)
+}
+
+/// False only if `text` certainly has no control character: C0 and DEL are
+/// single bytes; the C1 controls (U+0080–U+009F) start with byte 0xC2.
+fn may_have_control(text: &str) -> bool {
+    text.bytes().any(|b| b < 0x20 || b == 0x7f || b == 0xc2)
+}
+
 fn bounded(text: &str, max_bytes: usize, keep: Keep, keep_newlines: bool) -> String {
     // Only what can be shown is looked at: a 40 MiB message costs no more
     // than a short one.
@@ -120,6 +136,17 @@ mod tests {
             "a\\nb\\r\\t\\u{1b}[31mred\\u{0}"
         );
         assert_eq!(multi_line("a\nb\u{1b}", 100, Keep::Head), "a\nb\\u{1b}");
+    }
+
+    #[test]
+    fn owned_text_takes_the_same_path() {
+        for text in ["plain", "a\nb", "c1 \u{85} control", "é", &"x".repeat(300)] {
+            assert_eq!(
+                one_line_owned(text.to_string(), 100, Keep::Head),
+                one_line(text, 100, Keep::Head),
+                "{text}"
+            );
+        }
     }
 
     #[test]

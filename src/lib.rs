@@ -3,7 +3,11 @@
 pub mod apis;
 pub mod aws;
 pub mod cli;
+pub mod cloudprovider;
+pub mod cluster;
 pub mod controllers;
 pub mod extensions;
+pub mod metrics;
+pub mod operator;
 pub mod scheduling;
 pub mod sim;

@@ -1,10 +1,24 @@
 //! The AWS SDK clients the controller uses, on one rustls + ring TLS stack
 //! (the one kube and the module downloader use), so no second crypto
-//! provider is linked.
+//! provider is linked. Every client retries adaptively (throttling slows the
+//! client down instead of failing) and bounds each call with timeouts.
 
+use std::time::Duration;
+
+use aws_config::retry::RetryConfig;
+use aws_config::timeout::TimeoutConfig;
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_sdk_ec2::config::SharedCredentialsProvider;
 use aws_smithy_http_client::tls::{Provider, rustls_provider::CryptoMode};
+
+/// Attempts per call, the first included, before an error reaches the caller.
+pub const MAX_ATTEMPTS: u32 = 5;
+/// Longest one attempt may take.
+pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Longest a call may take, retries included.
+pub const OPERATION_TIMEOUT: Duration = Duration::from_secs(120);
+/// Longest a connection may take to open.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Where the clients connect and as whom.
 #[derive(Debug, Clone, Default)]
@@ -24,7 +38,16 @@ pub async fn sdk_config(settings: &AwsSettings) -> SdkConfig {
     let http_client = aws_smithy_http_client::Builder::new()
         .tls_provider(Provider::Rustls(CryptoMode::Ring))
         .build_https();
-    let mut loader = aws_config::defaults(BehaviorVersion::latest()).http_client(http_client);
+    let mut loader = aws_config::defaults(BehaviorVersion::latest())
+        .http_client(http_client)
+        .retry_config(RetryConfig::adaptive().with_max_attempts(MAX_ATTEMPTS))
+        .timeout_config(
+            TimeoutConfig::builder()
+                .connect_timeout(CONNECT_TIMEOUT)
+                .operation_attempt_timeout(ATTEMPT_TIMEOUT)
+                .operation_timeout(OPERATION_TIMEOUT)
+                .build(),
+        );
     if let Some(region) = &settings.region {
         loader = loader.region(Region::new(region.clone()));
     }
@@ -37,21 +60,59 @@ pub async fn sdk_config(settings: &AwsSettings) -> SdkConfig {
     loader.load().await
 }
 
-/// The clients AMI discovery (and later the launch path) talk to.
+/// The region the Pricing API is served from for `region`'s prices: it runs
+/// only in us-east-1, eu-central-1 and ap-south-1.
+pub fn pricing_region(region: &str) -> &'static str {
+    if region.starts_with("eu-") || region.starts_with("me-") || region.starts_with("af-") {
+        "eu-central-1"
+    } else if region.starts_with("ap-") {
+        "ap-south-1"
+    } else {
+        "us-east-1"
+    }
+}
+
+/// The clients AMI discovery and the launch path talk to.
 #[derive(Clone)]
 pub struct AwsClients {
-    /// EC2: images, and later instances and fleets.
+    /// EC2: images, instance types, subnets, security groups, launch
+    /// templates, fleets, instances, capacity reservations, spot prices.
     pub ec2: aws_sdk_ec2::Client,
     /// SSM: alias and `ssmParameter` image ids.
     pub ssm: aws_sdk_ssm::Client,
+    /// IAM: instance profiles for `spec.role`.
+    pub iam: aws_sdk_iam::Client,
+    /// Pricing: on-demand prices (in its own region, see [`pricing_region`]).
+    pub pricing: aws_sdk_pricing::Client,
 }
 
 impl AwsClients {
     /// Clients sharing one SDK configuration.
     pub fn new(config: &SdkConfig) -> Self {
+        let region = config
+            .region()
+            .map(|r| r.as_ref().to_string())
+            .unwrap_or_default();
+        let pricing = aws_sdk_pricing::config::Builder::from(config)
+            .region(Region::new(pricing_region(&region)))
+            .build();
         AwsClients {
             ec2: aws_sdk_ec2::Client::new(config),
             ssm: aws_sdk_ssm::Client::new(config),
+            iam: aws_sdk_iam::Client::new(config),
+            pricing: aws_sdk_pricing::Client::from_conf(pricing),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pricing_region;
+
+    #[test]
+    fn the_pricing_api_is_asked_in_its_nearest_region() {
+        assert_eq!(pricing_region("us-west-2"), "us-east-1");
+        assert_eq!(pricing_region("eu-west-1"), "eu-central-1");
+        assert_eq!(pricing_region("ap-northeast-1"), "ap-south-1");
     }
 }

@@ -10,6 +10,7 @@ use super::CliError;
 use crate::aws::amis::AmiProvider;
 use crate::aws::catalog::Catalog;
 use crate::aws::clients::{AwsClients, AwsSettings, sdk_config};
+use crate::aws::instance_types::InstanceTypeProvider;
 use crate::extensions::Extensions;
 
 /// Arguments of `nodewright controller`.
@@ -107,10 +108,11 @@ pub fn run(args: &ControllerArgs) -> Result<(), CliError> {
         let clients = AwsClients::new(&sdk);
         let extensions = Extensions::new(host_config)?;
         tracing::info!(%region, %kubernetes_version, catalog = catalog.version(), "starting");
+        let instance_types =
+            InstanceTypeProvider::new(Arc::new(catalog), Arc::new(extensions), Arc::default());
         let context = crate::controllers::Context::new(
             client,
-            Arc::new(catalog),
-            Arc::new(extensions),
+            Arc::new(instance_types),
             AmiProvider::new(clients.ec2, clients.ssm),
             kubernetes_version,
         );

@@ -2,24 +2,26 @@
 //! one, the EC2NodeClass status controller; provisioning, launch and
 //! disruption are not built yet.
 
+pub mod gauges;
+pub mod node;
+pub mod nodeclaim;
 pub mod nodeclass;
+pub mod nodepool;
+pub mod provisioning;
 
 use std::sync::Arc;
 
 use kube::runtime::events::{Recorder, Reporter};
 
 use crate::aws::amis::AmiProvider;
-use crate::aws::catalog::Catalog;
-use crate::extensions::Extensions;
+use crate::aws::instance_types::InstanceTypeProvider;
 
 /// What every controller shares.
 pub struct Context {
     /// The API server.
     pub client: kube::Client,
-    /// Instance types, offerings and prices of the region.
-    pub catalog: Arc<Catalog>,
-    /// Loaded extension modules and their cached results.
-    pub extensions: Arc<Extensions>,
+    /// Each NodePool's instance types: catalog, resolver, extensions.
+    pub instance_types: Arc<InstanceTypeProvider>,
     /// Finds the images an EC2NodeClass selects.
     pub amis: AmiProvider,
     /// `major.minor` of the cluster, for AMI alias paths.
@@ -32,8 +34,7 @@ impl Context {
     /// A context whose events are reported by the `nodewright` controller.
     pub fn new(
         client: kube::Client,
-        catalog: Arc<Catalog>,
-        extensions: Arc<Extensions>,
+        instance_types: Arc<InstanceTypeProvider>,
         amis: AmiProvider,
         kubernetes_version: String,
     ) -> Self {
@@ -44,8 +45,7 @@ impl Context {
         Context {
             recorder: Recorder::new(client.clone(), reporter),
             client,
-            catalog,
-            extensions,
+            instance_types,
             amis,
             kubernetes_version,
         }
@@ -58,9 +58,25 @@ pub enum ControllerError {
     /// The API server refused or failed a request; retried with backoff.
     #[error("Kubernetes API: {0}")]
     Kube(#[from] kube::Error),
+    /// A cloud provider call failed; retried.
+    #[error("cloud provider: {0}")]
+    Cloud(#[from] crate::cloudprovider::CloudProviderError),
     /// A blocking extension task panicked or was cancelled.
     #[error("extension task: {0}")]
     Task(#[from] tokio::task::JoinError),
+}
+
+/// `text` cut to at most `max` bytes on a character boundary (event notes
+/// and condition messages have limits the API server enforces).
+pub fn truncate(mut text: String, max: usize) -> String {
+    if text.len() > max {
+        let mut end = max;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+    }
+    text
 }
 
 /// Runs every controller until a shutdown signal (SIGTERM, Ctrl-C).

@@ -28,9 +28,9 @@ use tracing::Instrument;
 use super::{Context, ControllerError};
 use crate::apis::conditions::find_condition;
 use crate::apis::ec2nodeclass::AMIStatus;
-use crate::apis::{Condition, ConditionStatus, EC2NodeClass, ModuleSource, NodePool};
+use crate::apis::{Condition, ConditionStatus, EC2NodeClass, NodePool};
 use crate::aws::amis::{amis_ready_condition, status_amis};
-use crate::aws::instance_types::{ResolverSettings, resolve_all};
+use crate::aws::instance_types::InstanceTypeProvider;
 use crate::extensions::{
     AmiSelection, ConfigMapSource, EXTENSIONS_READY, ModuleReport, Outcome, run_blocking, unix_now,
 };
@@ -119,18 +119,22 @@ async fn reconcile_in_span(
     let config_maps = referenced_config_maps(context, class).await?;
     let pools = node_pools_of(context, &name).await?;
 
-    let outcomes = {
-        let bound = context.extensions.time_bound(class, pools.len());
+    let (outcomes, unresolvable) = {
+        let bound = context
+            .instance_types
+            .extensions()
+            .time_bound(class, pools.len());
         let (class, config_maps) = (class.clone(), config_maps.clone());
-        let (catalog, extensions) = (context.catalog.clone(), context.extensions.clone());
+        let provider = context.instance_types.clone();
         run_blocking(
             bound,
-            move || instance_type_outcomes(&class, &pools, &catalog, &extensions, &config_maps),
+            move || instance_type_outcomes(&class, &pools, &provider, &config_maps),
             |why| {
-                vec![Arc::new(Outcome {
+                let blocked = Outcome {
                     blocked: Some(why),
                     ..Outcome::default()
-                })]
+                };
+                (vec![Arc::new(blocked)], false)
             },
         )
         .await?
@@ -144,10 +148,8 @@ async fn reconcile_in_span(
     {
         Ok(found) => {
             let (class, config_maps) = (class.clone(), config_maps.clone());
-            let (extensions, region) = (
-                context.extensions.clone(),
-                context.catalog.region().to_string(),
-            );
+            let extensions = context.instance_types.extensions().clone();
+            let region = context.instance_types.catalog().region().to_string();
             let bound = extensions.time_bound(&class, 1);
             let selection = run_blocking(
                 bound,
@@ -175,11 +177,7 @@ async fn reconcile_in_span(
     // A blocked class whose modules never ran says why in the reason too.
     if class.spec.effective_extensions().is_err() {
         extensions_ready.reason = Some("InvalidExtensions".to_string());
-    } else if combined_outcome
-        .blocked
-        .as_deref()
-        .is_some_and(|b| b.starts_with(UNRESOLVABLE))
-    {
+    } else if unresolvable {
         extensions_ready.reason = Some("InvalidNodeClass".to_string());
     }
     let amis_ready = amis_ready_condition(&amis, no_ami_reason.as_deref(), generation, transition);
@@ -240,18 +238,11 @@ async fn referenced_config_maps(
     let Ok(effective) = class.spec.effective_extensions() else {
         return Ok(Vec::new());
     };
-    let modules = effective
-        .instance_filters
-        .iter()
-        .chain(effective.priority_scorers.iter().map(|s| &s.module))
-        .chain(std::iter::once(&effective.ami_selector));
     let mut found = Vec::new();
-    for module in modules {
-        if let ModuleSource::ConfigMap(reference) = &module.source {
-            let api: Api<ConfigMap> = Api::namespaced(context.client.clone(), &reference.namespace);
-            if let Some(config_map) = api.get_opt(&reference.name).await? {
-                found.push(config_map);
-            }
+    for (namespace, name) in effective.config_map_references() {
+        let api: Api<ConfigMap> = Api::namespaced(context.client.clone(), namespace);
+        if let Some(config_map) = api.get_opt(name).await? {
+            found.push(config_map);
         }
     }
     Ok(found)
@@ -274,35 +265,34 @@ async fn node_pools_of(context: &Context, class: &str) -> Result<Vec<String>, Co
 
 /// Runs the class's filters and scorers for each of its NodePools (or once,
 /// for no pool, when none uses it yet, so a broken module shows up before
-/// a NodePool does).
+/// a NodePool does). The flag is set when the class's settings cannot be
+/// resolved into instance types at all.
 fn instance_type_outcomes(
     class: &EC2NodeClass,
     pools: &[String],
-    catalog: &crate::aws::catalog::Catalog,
-    extensions: &crate::extensions::Extensions,
+    provider: &InstanceTypeProvider,
     config_maps: &dyn ConfigMapSource,
-) -> Vec<Arc<Outcome>> {
-    let types = match ResolverSettings::from_node_class(class)
-        .and_then(|settings| resolve_all(catalog, &settings))
-    {
-        Ok(types) => types,
-        Err(e) => {
-            return vec![Arc::new(Outcome {
-                blocked: Some(format!("{UNRESOLVABLE}: {e}")),
-                ..Outcome::default()
-            })];
-        }
-    };
+) -> (Vec<Arc<Outcome>>, bool) {
     let no_pool = [String::new()];
     let pools = if pools.is_empty() {
         &no_pool[..]
     } else {
         pools
     };
-    pools
-        .iter()
-        .map(|pool| extensions.apply(class, pool, catalog, types.clone(), config_maps))
-        .collect()
+    let mut outcomes = Vec::with_capacity(pools.len());
+    for pool in pools {
+        match provider.for_pool(class, pool, config_maps) {
+            Ok(outcome) => outcomes.push(outcome),
+            Err(e) => {
+                let blocked = Outcome {
+                    blocked: Some(format!("{UNRESOLVABLE}: {e}")),
+                    ..Outcome::default()
+                };
+                return (vec![Arc::new(blocked)], true);
+            }
+        }
+    }
+    (outcomes, false)
 }
 
 /// One outcome for the condition: the first block, and every module report
@@ -404,7 +394,7 @@ async fn publish_changes(
         let event = Event {
             type_,
             reason: reason.to_string(),
-            note: Some(truncate(note, MAX_NOTE_BYTES)),
+            note: Some(super::truncate(note, MAX_NOTE_BYTES)),
             action: "Reconcile".to_string(),
             secondary: None,
         };
@@ -412,16 +402,4 @@ async fn publish_changes(
             tracing::warn!(%error, reason, "cannot publish event");
         }
     }
-}
-
-/// `text` cut to at most `max` bytes on a character boundary.
-fn truncate(mut text: String, max: usize) -> String {
-    if text.len() > max {
-        let mut end = max;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text.truncate(end);
-    }
-    text
 }

@@ -59,15 +59,25 @@ pub trait ConfigMapSource {
 
 impl ConfigMapSource for Vec<ConfigMap> {
     fn config_map(&self, namespace: &str, name: &str) -> Option<&ConfigMap> {
-        self.iter().find(|cm| {
-            cm.metadata.name.as_deref() == Some(name)
-                && cm.metadata.namespace.as_deref().unwrap_or("default") == namespace
-        })
+        self.iter().find(|cm| is_config_map(cm, namespace, name))
     }
 }
 
+/// Whether `config_map` is `namespace/name` (a ConfigMap without a
+/// namespace is in `default`).
+pub fn is_config_map(config_map: &ConfigMap, namespace: &str, name: &str) -> bool {
+    config_map.metadata.name.as_deref() == Some(name)
+        && config_map
+            .metadata
+            .namespace
+            .as_deref()
+            .unwrap_or("default")
+            == namespace
+}
+
 /// Runs EC2NodeClass extensions, caching successful results per NodeClass
-/// generation, NodePool, effective extensions and catalog version.
+/// generation, NodePool, effective extensions, catalog version and the
+/// instance types given.
 pub struct Extensions {
     host: Host,
     cache: Mutex<HashMap<String, Arc<Outcome>>>,
@@ -103,9 +113,10 @@ impl Extensions {
             }
         };
         let key = format!(
-            "{class_name}/{}/{node_pool}/{}/{effective:?}",
+            "{class_name}/{}/{node_pool}/{}/{:016x}/{effective:?}",
             node_class.metadata.generation.unwrap_or_default(),
-            catalog.version()
+            catalog.version(),
+            fingerprint(&instance_types),
         );
         if let Some(hit) = self.cache.lock().ok().and_then(|c| c.get(&key).cloned()) {
             return hit;
@@ -408,6 +419,23 @@ fn module_context(
         },
         now,
     }
+}
+
+/// Identifies the instance types a module is given (names and offerings),
+/// so a cached outcome is reused only for the same input: the same catalog
+/// resolves differently when a class's subnets (zones) change.
+fn fingerprint(instance_types: &[InstanceType]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    for it in instance_types {
+        it.name.hash(&mut hasher);
+        for offering in &it.offerings {
+            offering.zone.hash(&mut hasher);
+            offering.capacity_type.hash(&mut hasher);
+            offering.available.hash(&mut hasher);
+        }
+    }
+    hasher.finish()
 }
 
 /// Seconds since the Unix epoch, for contexts and deprecation checks.

@@ -11,12 +11,12 @@ mod index;
 pub mod input;
 pub mod instance_type;
 pub mod labels;
+pub mod node_pool;
 pub mod pod;
 pub mod requirements;
 pub mod resources;
 mod solver;
 pub mod taints;
-mod topology;
 
 pub use convert::{ConvertError, daemonset_pod_from_k8s, node_from_k8s, pod_from_k8s};
 pub use input::{

@@ -296,6 +296,38 @@ impl Resources {
             .map(|(name, _)| name.as_str())
     }
 
+    /// Kubernetes quantities for every non-zero resource (`cpu` in cores or
+    /// millicores, byte amounts in `Gi`/`Mi` when whole), as a NodeClaim's or
+    /// Node's capacity is written.
+    pub fn to_quantities(&self) -> BTreeMap<String, String> {
+        let mut out = BTreeMap::new();
+        if self.cpu_millis != 0 {
+            let cpu = if self.cpu_millis % 1000 == 0 {
+                (self.cpu_millis / 1000).to_string()
+            } else {
+                format!("{}m", self.cpu_millis)
+            };
+            out.insert(CPU.to_string(), cpu);
+        }
+        for (name, bytes) in [
+            (MEMORY, self.memory),
+            (EPHEMERAL_STORAGE, self.ephemeral_storage),
+        ] {
+            if bytes != 0 {
+                out.insert(name.to_string(), bytes_quantity(bytes));
+            }
+        }
+        if self.pods != 0 {
+            out.insert(PODS.to_string(), self.pods.to_string());
+        }
+        for (name, amount) in &self.extended {
+            if *amount != 0 {
+                out.insert(name.clone(), amount.to_string());
+            }
+        }
+        out
+    }
+
     /// True when every amount is zero.
     pub fn is_zero(&self) -> bool {
         self.cpu_millis == 0
@@ -303,6 +335,18 @@ impl Resources {
             && self.ephemeral_storage == 0
             && self.pods == 0
             && self.extended.values().all(|v| *v == 0)
+    }
+}
+
+/// A byte amount as a quantity: `Gi` or `Mi` when whole, else bytes.
+pub fn bytes_quantity(bytes: i64) -> String {
+    const MI: i64 = 1 << 20;
+    if bytes % (1024 * MI) == 0 {
+        format!("{}Gi", bytes / (1024 * MI))
+    } else if bytes % MI == 0 {
+        format!("{}Mi", bytes / MI)
+    } else {
+        bytes.to_string()
     }
 }
 

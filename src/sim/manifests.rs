@@ -115,6 +115,24 @@ impl Manifests {
         Ok(manifests)
     }
 
+    /// The objects read, as a cluster snapshot (nothing nominated yet).
+    pub fn snapshot(&self) -> crate::cluster::ClusterSnapshot {
+        fn shared<T: Clone>(items: &[T]) -> Vec<std::sync::Arc<T>> {
+            items.iter().cloned().map(std::sync::Arc::new).collect()
+        }
+        crate::cluster::ClusterSnapshot {
+            node_pools: shared(&self.node_pools),
+            node_classes: shared(&self.node_classes),
+            node_claims: Vec::new(),
+            nodes: shared(&self.nodes),
+            pods: shared(&self.pods),
+            daemon_sets: shared(&self.daemon_sets),
+            namespaces: shared(&self.namespaces),
+            config_maps: shared(&self.config_maps),
+            nominated: Default::default(),
+        }
+    }
+
     /// Adds the documents of one YAML stream; `origin` names it in errors.
     pub fn add_yaml(&mut self, origin: &str, text: &str) -> Result<(), ManifestError> {
         for (index, document) in serde_yaml::Deserializer::from_str(text).enumerate() {

@@ -10,6 +10,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use nodewright::apis::{ConditionStatus, EC2NodeClass, NodePool};
 use nodewright::aws::amis::AmiProvider;
 use nodewright::aws::catalog::Catalog;
+use nodewright::aws::instance_types::InstanceTypeProvider;
 use nodewright::controllers::{self, Context, nodeclass::reconcile_node_class};
 use nodewright::extensions::Extensions;
 use nodewright::sim::apiserver::ApiServer;
@@ -20,12 +21,19 @@ use crate::amis::alias_clients;
 
 /// A server, a context on it, and the client the test writes with.
 fn cluster() -> (ApiServer, Arc<Context>) {
-    let server = ApiServer::default();
+    cluster_on(ApiServer::default())
+}
+
+/// A context on `server`.
+fn cluster_on(server: ApiServer) -> (ApiServer, Arc<Context>) {
     let (ec2, ssm) = alias_clients();
     let context = Context::new(
         server.client(),
-        Arc::new(Catalog::embedded("us-east-1").unwrap()),
-        Arc::new(Extensions::new(HostConfig::default()).unwrap()),
+        Arc::new(InstanceTypeProvider::new(
+            Arc::new(Catalog::embedded("us-east-1").unwrap()),
+            Arc::new(Extensions::new(HostConfig::default()).unwrap()),
+            Arc::default(),
+        )),
         AmiProvider::new(ec2, ssm),
         "1.34".to_string(),
     );
@@ -277,7 +285,13 @@ async fn a_config_map_module_recovers_when_its_config_map_appears() {
 
 #[tokio::test]
 async fn invalid_extensions_are_reported_as_such() {
-    let (server, context) = cluster();
+    // The CRD's CEL rules refuse this class; the controller must still
+    // report it when it reaches the cluster another way.
+    let (server, context) = cluster_on(
+        ApiServer::builder()
+            .validate_custom_resources(false)
+            .build(),
+    );
     let no_source = json!({"instanceFilters": [{"name": "nothing"}]});
     let stored = create_and_reconcile(&context, class("invalid", Some(no_source))).await;
     let invalid = condition(&stored, "ExtensionsReady");

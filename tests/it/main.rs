@@ -1,10 +1,21 @@
 //! Integration tests, one crate so they link once. Each area adds a module here.
 mod amis;
 mod apis;
+mod apiserver;
 mod cli;
+mod cloudprovider;
+mod cluster;
+mod cluster_state;
 mod controller;
 mod extensions;
 mod filter_cli;
+mod fixture;
+mod kubectl;
 mod moto;
+mod node_termination;
+mod nodeclaim_lifecycle;
+mod nodepool;
+mod operator;
+mod provisioning;
 mod simulate;
 mod support;

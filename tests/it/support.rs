@@ -1,5 +1,8 @@
 //! Helpers more than one area's tests use.
 
+use std::sync::Arc;
+
+use nodewright::aws::instance_types::InstanceTypeProvider;
 use nodewright::sim::{Manifests, Plan};
 use nodewright::{aws::catalog::Catalog, extensions::Extensions};
 use nodewright_host::HostConfig;
@@ -9,7 +12,8 @@ use nodewright_host::HostConfig;
 pub fn plan_yaml(yaml: &str) -> Plan {
     let mut manifests = Manifests::default();
     manifests.add_yaml("test.yaml", yaml).unwrap();
-    let catalog = Catalog::embedded("us-east-1").unwrap();
-    let extensions = Extensions::new(HostConfig::default()).unwrap();
-    nodewright::sim::plan(&manifests, &catalog, &extensions, false).unwrap()
+    let catalog = Arc::new(Catalog::embedded("us-east-1").unwrap());
+    let extensions = Arc::new(Extensions::new(HostConfig::default()).unwrap());
+    let provider = InstanceTypeProvider::new(catalog, extensions, Arc::default());
+    nodewright::sim::plan(&manifests, &provider, false).unwrap()
 }

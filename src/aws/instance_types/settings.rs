@@ -1,7 +1,7 @@
 //! Reading an EC2NodeClass into the [`ResolverSettings`] that shape its
 //! instance types' capacity and overhead.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::{KubeletSettings, ResolveError, ResolverSettings};
 use crate::apis::ec2nodeclass::{AMIFamily, EC2NodeClass, InstanceStorePolicy};
@@ -35,7 +35,9 @@ impl ResolverSettings {
     /// - ephemeral storage from the `rootVolume: true` mapping, else the family's
     ///   boot device mapping (the last mapping for `Custom`), else 20Gi; the
     ///   local NVMe total with `instanceStorePolicy: RAID0`;
-    /// - the kubelet block's reservations and eviction thresholds.
+    /// - the kubelet block's reservations and eviction thresholds;
+    /// - the zones of the subnets in `status.subnets` (every zone while the
+    ///   status lists none, as in `simulate`).
     pub fn from_node_class(node_class: &EC2NodeClass) -> Result<Self, ResolveError> {
         let family = node_class
             .spec
@@ -55,6 +57,15 @@ impl ResolverSettings {
         };
         if let Some(size) = root_volume_size(node_class, family)? {
             settings.root_volume_bytes = size;
+        }
+        let subnet_zones: BTreeSet<String> = node_class
+            .status
+            .iter()
+            .flat_map(|status| status.subnets.iter().flatten())
+            .map(|subnet| subnet.zone.clone())
+            .collect();
+        if !subnet_zones.is_empty() {
+            settings.zones = Some(subnet_zones);
         }
         if let Some(kubelet) = &spec.kubelet {
             let map = |m: &Option<BTreeMap<String, String>>| m.clone().unwrap_or_default();
@@ -151,6 +162,21 @@ spec:
                 .map(String::as_str),
             Some("200m")
         );
+    }
+
+    #[test]
+    fn zones_come_from_the_subnets_in_status() {
+        let yaml = format!(
+            "{BASE}status:\n  subnets:\n  - {{id: subnet-1, zone: us-east-1a}}\n  - {{id: subnet-2, zone: us-east-1c}}\n"
+        );
+        let settings = ResolverSettings::from_node_class(&node_class(&yaml)).unwrap();
+        let zones: Vec<&str> = settings
+            .zones
+            .iter()
+            .flatten()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(zones, ["us-east-1a", "us-east-1c"]);
     }
 
     #[test]

@@ -1,0 +1,139 @@
+//! The instance-type provider: the one pipeline from a catalog to what a
+//! NodePool may launch — resolve the catalog under an EC2NodeClass's
+//! settings, run the class's instance filters and priority scorers, and mark
+//! offerings that recently ran out of capacity. `simulate`, the controllers
+//! and the cloud providers all call it, so they see the same instance types.
+//!
+//! Caches: resolved types per (resolver settings, catalog version), at most
+//! [`MAX_RESOLVED`] entries, dropped whenever the catalog is replaced;
+//! extension outcomes live in [`Extensions`]' own cache. The catalog itself is
+//! swapped in by whoever refreshes it (the live EC2 catalog on a timer).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
+
+use super::{ResolveError, ResolverSettings, resolve_all};
+use crate::apis::EC2NodeClass;
+use crate::aws::catalog::Catalog;
+use crate::cloudprovider::{
+    InstanceTypeSource, LaunchableTypes, NodeClassContext, UnavailableOfferings,
+};
+use crate::extensions::{ConfigMapSource, Extensions, Outcome};
+use crate::scheduling::InstanceType;
+
+/// Resolved instance-type sets kept at once (one per distinct class settings).
+pub const MAX_RESOLVED: usize = 64;
+
+/// Serves each NodePool's instance types.
+pub struct InstanceTypeProvider {
+    catalog: RwLock<Arc<Catalog>>,
+    extensions: Arc<Extensions>,
+    unavailable: Arc<UnavailableOfferings>,
+    resolved: Mutex<HashMap<String, Arc<Vec<InstanceType>>>>,
+}
+
+impl InstanceTypeProvider {
+    /// A provider serving `catalog` through `extensions`, marking offerings
+    /// in `unavailable` as not available.
+    pub fn new(
+        catalog: Arc<Catalog>,
+        extensions: Arc<Extensions>,
+        unavailable: Arc<UnavailableOfferings>,
+    ) -> Self {
+        InstanceTypeProvider {
+            catalog: RwLock::new(catalog),
+            extensions,
+            unavailable,
+            resolved: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The catalog served now.
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.catalog
+            .read()
+            .map(|c| c.clone())
+            .unwrap_or_else(|e| e.into_inner().clone())
+    }
+
+    /// Serves `catalog` from now on (a refresh of the live catalog).
+    pub fn set_catalog(&self, catalog: Arc<Catalog>) {
+        match self.catalog.write() {
+            Ok(mut current) => *current = catalog,
+            Err(e) => *e.into_inner() = catalog,
+        }
+        if let Ok(mut resolved) = self.resolved.lock() {
+            resolved.clear();
+        }
+    }
+
+    /// The extension runner (for the AMI selector, which runs elsewhere).
+    pub fn extensions(&self) -> &Arc<Extensions> {
+        &self.extensions
+    }
+
+    /// The shared cache of offerings that ran out of capacity.
+    pub fn unavailable(&self) -> &Arc<UnavailableOfferings> {
+        &self.unavailable
+    }
+
+    /// Every launchable instance type of the catalog under `class`'s
+    /// settings, before its extensions run.
+    pub fn resolve(&self, class: &EC2NodeClass) -> Result<Arc<Vec<InstanceType>>, ResolveError> {
+        let settings = ResolverSettings::from_node_class(class)?;
+        let catalog = self.catalog();
+        let key = format!("{}/{settings:?}", catalog.version());
+        if let Some(hit) = self.resolved.lock().ok().and_then(|r| r.get(&key).cloned()) {
+            return Ok(hit);
+        }
+        let types = Arc::new(resolve_all(&catalog, &settings)?);
+        if let Ok(mut resolved) = self.resolved.lock() {
+            if resolved.len() >= MAX_RESOLVED {
+                resolved.clear();
+            }
+            resolved.insert(key, types.clone());
+        }
+        Ok(types)
+    }
+
+    /// What `pool` may launch with `class`: the resolved types after the
+    /// class's extensions, offerings that recently ran out of capacity
+    /// marked unavailable. An error when the class's settings cannot be
+    /// resolved (a bad quantity in `spec.kubelet`, …). Blocking: it may run
+    /// Wasm modules.
+    pub fn for_pool(
+        &self,
+        class: &EC2NodeClass,
+        pool: &str,
+        config_maps: &dyn ConfigMapSource,
+    ) -> Result<Arc<Outcome>, ResolveError> {
+        let types = self.resolve(class)?;
+        let catalog = self.catalog();
+        let outcome = self
+            .extensions
+            .apply(class, pool, &catalog, types.to_vec(), config_maps);
+        if self.unavailable.entries().is_empty() {
+            return Ok(outcome);
+        }
+        let mut marked = Outcome::clone(&outcome);
+        self.unavailable.apply(&mut marked.instance_types);
+        Ok(Arc::new(marked))
+    }
+}
+
+impl InstanceTypeSource for InstanceTypeProvider {
+    fn launchable(&self, pool: &str, class: &NodeClassContext) -> Arc<LaunchableTypes> {
+        let launchable = match self.for_pool(&class.class, pool, class.config_maps.as_ref()) {
+            Ok(outcome) => LaunchableTypes {
+                instance_types: outcome.instance_types.clone(),
+                priority_scores: outcome.priority_scores.clone(),
+                blocked: outcome.blocked.clone(),
+            },
+            Err(e) => LaunchableTypes {
+                blocked: Some(format!("cannot resolve instance types: {e}")),
+                ..LaunchableTypes::default()
+            },
+        };
+        Arc::new(launchable)
+    }
+}

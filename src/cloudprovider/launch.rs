@@ -1,0 +1,243 @@
+//! What both providers do around a launch: work out which instance types and
+//! offerings a NodeClaim may use, in launch order, and write what was
+//! launched back onto the NodeClaim (Karpenter's `resolveInstanceTypes` and
+//! `instanceToNodeClaim`).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+use super::{CloudProviderError, LaunchableTypes};
+use crate::apis::labels::{
+    CAPACITY_RESERVATION_ID_LABEL_KEY, CAPACITY_TYPE_LABEL_KEY, WELL_KNOWN_LABELS, ZONE_LABEL_KEY,
+};
+use crate::apis::{NodeClaim, NodeClaimStatus};
+use crate::scheduling::node_pool::node_claim_requirements;
+use crate::scheduling::{InstanceType, Offering, Resources};
+
+/// An instance type a NodeClaim may launch, with the offerings it may use.
+#[derive(Debug, Clone)]
+pub struct LaunchOption {
+    /// The instance type.
+    pub instance_type: InstanceType,
+    /// Available offerings the claim's zone and capacity-type requirements
+    /// allow, cheapest first.
+    pub offerings: Vec<Offering>,
+    /// Its priority score, when the pool has scorers.
+    pub score: Option<i32>,
+}
+
+impl LaunchOption {
+    /// Price of the cheapest usable offering.
+    pub fn price(&self) -> f64 {
+        self.offerings.first().map_or(f64::INFINITY, |o| o.price)
+    }
+}
+
+/// The instance types `claim` may launch out of `launchable`, in launch
+/// order: highest priority score first (when the pool has scorers), then
+/// cheapest, then by name. A type qualifies when its labels satisfy the
+/// claim's requirements, its allocatable fits the claim's requests, and it
+/// has an available offering in a zone and capacity type the claim allows.
+///
+/// `NodeClassNotReady` when the class is blocked; `InsufficientCapacity`
+/// (with no offerings) when nothing qualifies, as Karpenter reports it, so
+/// the claim is replaced and its pods provisioned again.
+pub fn launch_options(
+    claim: &NodeClaim,
+    node_class: &str,
+    launchable: &LaunchableTypes,
+) -> Result<Vec<LaunchOption>, CloudProviderError> {
+    if let Some(why) = &launchable.blocked {
+        return Err(CloudProviderError::NodeClassNotReady {
+            node_class: node_class.to_string(),
+            reason: why.clone(),
+        });
+    }
+    let requirements = node_claim_requirements(claim).map_err(|e| CloudProviderError::Create {
+        reason: "InvalidRequirements",
+        message: e.to_string(),
+        source: Some(Box::new(e)),
+    })?;
+    let requests = claim_requests(claim)?;
+    let well_known = |key: &str| WELL_KNOWN_LABELS.contains(&key);
+    let mut options: Vec<LaunchOption> = launchable
+        .instance_types
+        .iter()
+        .filter(|it| {
+            requirements
+                .compatible(&it.requirements, well_known)
+                .is_ok()
+        })
+        .filter(|it| requests.fits(&it.allocatable()))
+        .filter_map(|it| {
+            let mut offerings: Vec<Offering> = it
+                .offerings
+                .iter()
+                .filter(|o| o.available && offering_allowed(&requirements, o))
+                .cloned()
+                .collect();
+            if offerings.is_empty() {
+                return None;
+            }
+            offerings.sort_by(|a, b| a.price.total_cmp(&b.price));
+            let score = launchable
+                .priority_scores
+                .as_ref()
+                .map(|scores| scores.get(&it.name).copied().unwrap_or(0));
+            Some(LaunchOption {
+                instance_type: it.clone(),
+                offerings,
+                score,
+            })
+        })
+        .collect();
+    if options.is_empty() {
+        return Err(CloudProviderError::InsufficientCapacity {
+            offerings: Vec::new(),
+            source: Some(
+                format!(
+                    "no instance type of EC2NodeClass {node_class:?} satisfies the NodeClaim's requirements and requests with an available offering"
+                )
+                .into(),
+            ),
+        });
+    }
+    options.sort_by(|a, b| {
+        b.score
+            .unwrap_or(0)
+            .cmp(&a.score.unwrap_or(0))
+            .then_with(|| a.price().total_cmp(&b.price()))
+            .then_with(|| a.instance_type.name.cmp(&b.instance_type.name))
+    });
+    Ok(options)
+}
+
+fn offering_allowed(requirements: &crate::scheduling::Requirements, offering: &Offering) -> bool {
+    let allows = |key: &str, value: &str| requirements.get(key).is_none_or(|r| r.has(value));
+    allows(ZONE_LABEL_KEY, &offering.zone)
+        && allows(
+            CAPACITY_TYPE_LABEL_KEY,
+            offering.capacity_type.label_value(),
+        )
+        && offering
+            .reservation_id
+            .as_deref()
+            .is_none_or(|id| allows(CAPACITY_RESERVATION_ID_LABEL_KEY, id))
+}
+
+/// `spec.resources.requests` of a claim.
+fn claim_requests(claim: &NodeClaim) -> Result<Resources, CloudProviderError> {
+    let Some(requests) = claim
+        .spec
+        .resources
+        .as_ref()
+        .and_then(|r| r.requests.as_ref())
+    else {
+        return Ok(Resources::zero());
+    };
+    Resources::parse(requests.iter().map(|(k, v)| (k.as_str(), v.0.as_str()))).map_err(|e| {
+        CloudProviderError::Create {
+            reason: "InvalidRequests",
+            message: format!("spec.resources.requests: {e}"),
+            source: Some(Box::new(e)),
+        }
+    })
+}
+
+/// What a launch got.
+#[derive(Debug, Clone)]
+pub struct Launched<'a> {
+    /// The instance type.
+    pub instance_type: &'a InstanceType,
+    /// The offering (zone, capacity type, reservation) it was bought as.
+    pub offering: &'a Offering,
+    /// `aws:///<zone>/<instance-id>`.
+    pub provider_id: String,
+    /// The image it boots.
+    pub image_id: String,
+}
+
+/// `claim` as launched: labels from the instance type's single-valued
+/// well-known requirements and from the offering (zone, capacity type,
+/// reservation), and `status.providerID`, `imageID`, `capacity` and
+/// `allocatable`.
+pub fn launched_node_claim(claim: &NodeClaim, launched: &Launched<'_>) -> NodeClaim {
+    let mut out = claim.clone();
+    let mut labels = out.metadata.labels.take().unwrap_or_default();
+    for (key, value) in launched.instance_type.requirements.single_value_labels() {
+        if WELL_KNOWN_LABELS.contains(&key.as_str()) {
+            labels.insert(key, value);
+        }
+    }
+    labels.insert(ZONE_LABEL_KEY.to_string(), launched.offering.zone.clone());
+    labels.insert(
+        CAPACITY_TYPE_LABEL_KEY.to_string(),
+        launched.offering.capacity_type.label_value().to_string(),
+    );
+    match &launched.offering.reservation_id {
+        Some(id) => {
+            labels.insert(CAPACITY_RESERVATION_ID_LABEL_KEY.to_string(), id.clone());
+        }
+        None => {
+            labels.remove(CAPACITY_RESERVATION_ID_LABEL_KEY);
+        }
+    }
+    out.metadata.labels = Some(labels);
+    let status = out.status.get_or_insert_with(NodeClaimStatus::default);
+    status.provider_id = Some(launched.provider_id.clone());
+    status.image_id = Some(launched.image_id.clone());
+    status.capacity = Some(quantities(&launched.instance_type.capacity));
+    status.allocatable = Some(quantities(&launched.instance_type.allocatable()));
+    out
+}
+
+fn quantities(resources: &Resources) -> BTreeMap<String, Quantity> {
+    resources
+        .to_quantities()
+        .into_iter()
+        .map(|(k, v)| (k, Quantity(v)))
+        .collect()
+}
+
+/// The instance ID in a provider ID (`aws:///us-east-1a/i-0abc` → `i-0abc`).
+pub fn instance_id(provider_id: &str) -> Option<&str> {
+    provider_id
+        .strip_prefix("aws:///")
+        .and_then(|rest| rest.rsplit_once('/'))
+        .map(|(_, id)| id)
+        .filter(|id| id.starts_with("i-"))
+}
+
+/// The provider ID of an instance: `aws:///<zone>/<instance-id>`.
+pub fn provider_id(zone: &str, instance_id: &str) -> String {
+    format!("aws:///{zone}/{instance_id}")
+}
+
+/// The image a node of `instance_type` boots: the first of the class's
+/// `status.amis` (in the AMI selector's order) whose requirements the
+/// instance type satisfies (architecture, GPU or accelerator variant).
+pub fn image_for<'a>(
+    class: &'a crate::apis::EC2NodeClass,
+    instance_type: &InstanceType,
+) -> Option<&'a crate::apis::ec2nodeclass::AMIStatus> {
+    let amis = class.status.as_ref()?.amis.as_ref()?;
+    amis.iter().find(|ami| {
+        ami.requirements.iter().all(|r| {
+            let values: Vec<String> = r.values.clone().unwrap_or_default();
+            crate::scheduling::Operator::parse(&r.operator)
+                .and_then(|op| crate::scheduling::Requirement::from_parts(&r.key, op, values))
+                .is_ok_and(|requirement| {
+                    instance_type
+                        .requirements
+                        .get(&requirement.key)
+                        .is_none_or(|theirs| {
+                            theirs.values.intersects(
+                                &requirement.values,
+                                &crate::scheduling::requirements::label_number,
+                            )
+                        })
+                })
+        })
+    })
+}

@@ -1,0 +1,56 @@
+//! The cluster as provisioning sees it: the shared in-memory view the
+//! controllers read ([`ClusterState`]), the objects a decision is made from
+//! ([`ClusterSnapshot`]) and their conversion into the scheduler's input
+//! ([`scheduler_input`]). Provisioning, disruption's what-ifs and `simulate`
+//! all build their input here, so they agree on which pods are pending,
+//! which nodes and NodeClaims exist and what each NodePool may launch.
+
+mod input;
+mod state;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod};
+
+use crate::apis::{EC2NodeClass, NodeClaim, NodePool};
+
+pub use input::{InputError, PoolOutcome, Prepared, scheduler_input};
+pub use state::{ClusterState, StateDriver, Watched};
+
+/// The objects of a cluster a provisioning decision is made from, shared
+/// rather than copied (a controller's reflector stores hand out `Arc`s).
+#[derive(Debug, Clone, Default)]
+pub struct ClusterSnapshot {
+    /// NodePools.
+    pub node_pools: Vec<Arc<NodePool>>,
+    /// EC2NodeClasses.
+    pub node_classes: Vec<Arc<EC2NodeClass>>,
+    /// NodeClaims; those without a registered Node are in-flight capacity.
+    pub node_claims: Vec<Arc<NodeClaim>>,
+    /// Nodes.
+    pub nodes: Vec<Arc<Node>>,
+    /// Pods: bound ones count on their node, unbound ones are to be placed.
+    pub pods: Vec<Arc<Pod>>,
+    /// DaemonSets: overhead on every node they would run on.
+    pub daemon_sets: Vec<Arc<DaemonSet>>,
+    /// Namespaces, for affinity terms' `namespaceSelector`s.
+    pub namespaces: Vec<Arc<Namespace>>,
+    /// ConfigMaps extension modules may be stored in.
+    pub config_maps: Vec<Arc<ConfigMap>>,
+    /// Pods (`namespace/name`) already planned onto a NodeClaim or Node that
+    /// has not taken them yet, by that NodeClaim's or Node's name: they are
+    /// not provisioned for again.
+    pub nominated: BTreeMap<String, String>,
+}
+
+/// `namespace/name` of a pod (namespace `default` when unset), the key pods
+/// are reported and nominated by.
+pub fn pod_key(pod: &Pod) -> String {
+    format!(
+        "{}/{}",
+        pod.metadata.namespace.as_deref().unwrap_or("default"),
+        pod.metadata.name.as_deref().unwrap_or_default()
+    )
+}

@@ -879,7 +879,7 @@ fn extension_rules_reject_bad_manifests() {
         &with(class.clone(), &format!("{filter}/mode"), json!("Monitor")),
         None,
         "spec.extensions.instanceFilters[1].mode",
-        "unsupported value",
+        "Unsupported value",
     );
     assert_rejected(
         &with(

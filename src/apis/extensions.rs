@@ -18,6 +18,14 @@ pub const BUILTIN_FLEX_FIRST: &str = "flex-first";
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(100);
 /// `timeout` default as written in the schema.
 pub const DEFAULT_TIMEOUT_TEXT: &str = "100ms";
+/// Longest per-call deadline a module may ask for. A call over the whole
+/// catalog takes well under a millisecond; the bound keeps deadline
+/// arithmetic sane and a slow module from holding a reconcile for long.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(10);
+/// [`MAX_TIMEOUT`] as written in the schema's rule.
+pub const MAX_TIMEOUT_TEXT: &str = "10s";
+/// Longest `timeout` string (keeps the CEL rule's cost bounded).
+pub const MAX_TIMEOUT_LENGTH: u32 = 32;
 /// Scorer weight when `weight` is absent.
 pub const DEFAULT_SCORER_WEIGHT: i32 = 1;
 
@@ -36,6 +44,22 @@ pub enum FailurePolicy {
     Fail,
     /// Fail open: behave as if the module were absent and record the error.
     Ignore,
+}
+
+/// Whether a module's answer is used: `Enforce` (default) lets it decide;
+/// `Shadow` runs it and reports what it would have dropped, reordered or
+/// selected without changing anything, and its failures never block.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum ExtensionMode {
+    /// The answer decides: dropped instance types are not offered, scores
+    /// order the options, the selected AMIs are booted.
+    #[default]
+    Enforce,
+    /// The module runs and reports what it would have dropped, reordered
+    /// or selected, without changing any decision; its failures never
+    /// block (they are reported as with `failurePolicy: Ignore`). The way to
+    /// roll out a new module safely.
+    Shadow,
 }
 
 /// A module stored in a ConfigMap's `binaryData`.
@@ -111,11 +135,19 @@ pub struct ExtensionModule {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("default" = "Fail"))]
     pub failure_policy: Option<FailurePolicy>,
-    /// Deadline of one call, as a Go duration. Default `100ms`.
+    /// Deadline of one call, as a Go duration, at most `10s`. Default `100ms`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = crate::apis::schema::GO_DURATION_PATTERN))]
+    #[schemars(length(max = MAX_TIMEOUT_LENGTH), regex(pattern = crate::apis::schema::GO_DURATION_PATTERN))]
     #[schemars(extend("default" = "100ms"))]
+    #[schemars(extend("x-kubernetes-validations" = [
+        {"message": "timeout must be at most 10s", "rule": "duration(self) <= duration('10s')"},
+    ]))]
     pub timeout: Option<String>,
+    /// `Enforce` (default): the module's answer is used. `Shadow`: it runs
+    /// and reports what it would have done, changing nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = "Enforce"))]
+    pub mode: Option<ExtensionMode>,
     /// Priority scorers only: multiplier of this scorer's scores (1..100, default 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 100))]
@@ -201,6 +233,8 @@ pub struct ResolvedModule {
     pub failure_policy: FailurePolicy,
     /// Deadline of one call.
     pub timeout: Duration,
+    /// Whether its answer is used.
+    pub mode: ExtensionMode,
 }
 
 /// A resolved priority scorer and its weight.
@@ -300,6 +334,14 @@ pub enum ExtensionError {
         /// Why parsing failed.
         source: DurationError,
     },
+    /// A timeout above [`MAX_TIMEOUT`].
+    #[error("{field}.timeout: {value:?} is longer than the maximum of {MAX_TIMEOUT_TEXT}")]
+    TimeoutTooLong {
+        /// Path of the entry.
+        field: String,
+        /// The timeout as written.
+        value: String,
+    },
     /// A weight outside 1..100, or on something that is not a scorer.
     #[error("{field}.weight: {reason}")]
     BadWeight {
@@ -332,6 +374,7 @@ impl ExtensionModule {
             config: None,
             failure_policy: None,
             timeout: None,
+            mode: None,
             weight: None,
         }
     }
@@ -400,10 +443,20 @@ impl ExtensionModule {
             _ => {}
         }
         let timeout = match &self.timeout {
-            Some(text) => parse_go_duration(text).map_err(|source| ExtensionError::BadTimeout {
-                field: field.to_string(),
-                source,
-            })?,
+            Some(text) => {
+                let timeout =
+                    parse_go_duration(text).map_err(|source| ExtensionError::BadTimeout {
+                        field: field.to_string(),
+                        source,
+                    })?;
+                if timeout > MAX_TIMEOUT {
+                    return Err(ExtensionError::TimeoutTooLong {
+                        field: field.to_string(),
+                        value: text.clone(),
+                    });
+                }
+                timeout
+            }
             None => DEFAULT_TIMEOUT,
         };
         Ok(ResolvedModule {
@@ -413,6 +466,7 @@ impl ExtensionModule {
             config: self.config.clone().unwrap_or(serde_json::Value::Null),
             failure_policy: self.failure_policy.unwrap_or_default(),
             timeout,
+            mode: self.mode.unwrap_or_default(),
         })
     }
 }
@@ -627,6 +681,18 @@ mod tests {
             slow.resolve("f"),
             Err(ExtensionError::BadTimeout { .. })
         ));
+
+        let mut forever = ExtensionModule::builtin("flex-first");
+        forever.timeout = Some("100000000000000h".into());
+        let err = forever.resolve("f").unwrap_err();
+        assert!(
+            matches!(err, ExtensionError::TimeoutTooLong { .. }),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("f.timeout"), "{err}");
+        let mut longest = ExtensionModule::builtin("flex-first");
+        longest.timeout = Some(MAX_TIMEOUT_TEXT.into());
+        assert_eq!(longest.resolve("f").unwrap().timeout, MAX_TIMEOUT);
 
         let duplicate = Extensions {
             instance_filters: Some(vec![url_module("a"), url_module("a")]),

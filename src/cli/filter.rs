@@ -1,5 +1,7 @@
 //! `nodewright filter`: try a filter component against candidates under the
-//! production sandbox (`test`), or scaffold a new filter crate (`new`).
+//! production sandbox (`test`, optionally as a shadow module), report what a
+//! component is before pinning it (`inspect`), or scaffold a new filter
+//! crate (`new`).
 
 use std::{
     path::{Path, PathBuf},
@@ -9,12 +11,14 @@ use std::{
 use clap::{Args, Subcommand, ValueEnum};
 use nodewright_host::harness::{Harness, ami};
 use nodewright_host::sdk::{Ami, AmiState, Architecture, Context, InstanceTypeInfo};
-use nodewright_host::{ModuleRef, Role};
+use nodewright_host::{CallError, Host, HostConfig, Inspection, ModuleRef, Role};
+
+mod scaffold;
 
 use super::{CliError, emit};
 use crate::aws::catalog::Catalog;
 use crate::aws::instance_types::{ResolverSettings, resolve_all};
-use crate::extensions::filter_records;
+use crate::extensions::{Reorder, filter_records};
 
 /// Arguments of `nodewright filter`.
 #[derive(Debug, Args)]
@@ -28,8 +32,39 @@ enum FilterCommand {
     /// Run a component (or `builtin:NAME`) once on candidates and print what
     /// it kept, dropped or ordered, and how long the call took.
     Test(TestArgs),
+    /// Show what a component is before pinning it: the roles it implements,
+    /// its contract version, its imports (and whether the sandbox refuses
+    /// them), size and sha256. Nothing is run.
+    Inspect(InspectArgs),
     /// Create a ready-to-build filter crate in directory NAME.
     New(NewArgs),
+}
+
+/// Arguments of `nodewright filter inspect`.
+#[derive(Debug, Args)]
+struct InspectArgs {
+    /// The component file (`.wasm`).
+    component: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Output::Text)]
+    output: Output,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Output {
+    Text,
+    Json,
+}
+
+/// How `filter test` treats the module's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ModeArg {
+    /// Print what the module decided; a failure is an error.
+    Enforce,
+    /// As `mode: Shadow` in an EC2NodeClass: print what the module would
+    /// have dropped, reordered or selected against the default decision;
+    /// a failure is reported, not an error.
+    Shadow,
 }
 
 /// Arguments of `nodewright filter test`.
@@ -56,6 +91,10 @@ struct TestArgs {
     /// Per-call deadline in milliseconds.
     #[arg(long, default_value_t = 100)]
     timeout_ms: u64,
+    /// `enforce`, or `shadow` to see what the module would change and have a
+    /// failure reported rather than fail the command.
+    #[arg(long, value_enum, default_value_t = ModeArg::Enforce)]
+    mode: ModeArg,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -83,10 +122,11 @@ struct NewArgs {
     /// Which world the new crate implements.
     #[arg(long, value_enum, default_value = "instance-filter")]
     role: RoleArg,
-    /// Path of the nodewright source tree the crate depends on (its
-    /// `filters/sdk` and `filters/host`).
-    #[arg(long, default_value = env!("CARGO_MANIFEST_DIR"))]
-    nodewright: PathBuf,
+    /// A nodewright source checkout (the directory holding `filters/sdk`
+    /// and `filters/host`): the new crate depends on its SDK and harness by
+    /// absolute path.
+    #[arg(long, value_name = "PATH")]
+    nodewright: Option<PathBuf>,
 }
 
 /// Why `nodewright filter` failed.
@@ -108,13 +148,42 @@ pub enum FilterCliError {
     /// `new NAME` would overwrite something.
     #[error("{0} already exists; choose another name or remove it")]
     Exists(PathBuf),
+    /// `new` was not told where the SDK is.
+    #[error(
+        "pass --nodewright PATH: the nodewright source checkout whose filters/sdk and filters/host the new crate depends on"
+    )]
+    NoSourceTree,
+    /// `--nodewright` does not point at a source tree with the SDK.
+    #[error(
+        "--nodewright {path}: {problem}; pass the directory of a nodewright source checkout (the one holding filters/sdk and filters/host)"
+    )]
+    NotASourceTree {
+        /// The path as given.
+        path: PathBuf,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// The component to inspect could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// Runs `nodewright filter`.
 pub fn run(args: FilterArgs) -> Result<(), CliError> {
     match args.command {
         FilterCommand::Test(a) => test(&a),
-        FilterCommand::New(a) => new(&a),
+        FilterCommand::Inspect(a) => inspect(&a),
+        FilterCommand::New(a) => {
+            let source_tree = scaffold::source_tree(a.nodewright.as_deref())?;
+            let text = scaffold::create(&a.name, Role::from(a.role), &source_tree)?;
+            emit(&text)
+        }
     }
 }
 
@@ -143,63 +212,223 @@ fn test(args: &TestArgs) -> Result<(), CliError> {
             .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
             .unwrap_or(0),
     });
+    let shadow = args.mode == ModeArg::Shadow;
     let mut out = format!(
-        "{} as {role}: loaded in {load_time:.2?}\n",
-        harness.module().name()
+        "{} as {role}{}: loaded in {load_time:.2?}\n",
+        harness.module().name(),
+        if shadow { " in shadow mode" } else { "" }
     );
-    match role {
+    let result = match role {
         Role::InstanceFilter => {
             let types = instance_types(args.candidates.as_deref(), &args.region)?;
-            let r = harness.filter(&types)?;
-            out.push_str(&format!(
-                "call: {:.2?} for {} candidates\n",
-                r.report.elapsed,
-                types.len()
-            ));
-            out.push_str(&format!("kept ({}): {}\n", r.kept.len(), r.kept.join(", ")));
-            out.push_str(&format!("dropped ({}):\n", r.dropped.len()));
-            for (name, reason) in &r.dropped {
-                out.push_str(&format!("  {name}: {reason}\n"));
-            }
-            push_logs(&mut out, &r.report);
+            run_filter(&harness, &types, shadow)
         }
         Role::PriorityScorer => {
             let types = instance_types(args.candidates.as_deref(), &args.region)?;
-            let r = harness.score(&types)?;
-            out.push_str(&format!(
-                "call: {:.2?} for {} candidates\n",
-                r.report.elapsed,
-                types.len()
-            ));
-            out.push_str("try order (score, then price):\n");
-            for (i, name) in r.order.iter().enumerate() {
-                let score = r.score_of(name).unwrap_or_default();
-                out.push_str(&format!("  {:>3}. {name} (score {score})\n", i + 1));
-            }
-            push_logs(&mut out, &r.report);
+            run_scorer(&harness, &types, shadow)
         }
-        Role::AmiSelector => {
-            let amis = amis(args.candidates.as_deref())?;
-            let r = harness.select(&amis)?;
-            out.push_str(&format!(
-                "call: {:.2?} for {} candidates\n",
-                r.report.elapsed,
-                amis.len()
-            ));
-            out.push_str("selected, best first:\n");
-            for id in &r.order {
-                out.push_str(&format!("  {id}\n"));
-            }
-            let left_out: Vec<&str> = amis
-                .iter()
-                .map(|a| a.id.as_str())
-                .filter(|id| !r.order.iter().any(|o| o == id))
-                .collect();
-            out.push_str(&format!("left out: {}\n", left_out.join(", ")));
-            push_logs(&mut out, &r.report);
-        }
+        Role::AmiSelector => run_selector(&harness, &amis(args.candidates.as_deref())?, shadow),
+    };
+    match result {
+        Ok(text) => out.push_str(&text),
+        // A shadow module's failure is reported on the class, not enforced.
+        Err(e) if shadow => out.push_str(&format!(
+            "shadow module failed (reported, not enforced; nothing changes): {e}\n"
+        )),
+        Err(e) => return Err(e.into()),
     }
     emit(&out)
+}
+
+fn run_filter(
+    harness: &Harness,
+    types: &[InstanceTypeInfo],
+    shadow: bool,
+) -> Result<String, CallError> {
+    let r = harness.filter(types)?;
+    let mut out = format!(
+        "call: {:.2?} for {} candidates\n",
+        r.report.elapsed,
+        types.len()
+    );
+    if shadow {
+        out.push_str(&format!(
+            "nothing is dropped in shadow mode; kept ({}): all\n",
+            types.len()
+        ));
+        out.push_str(&format!("would drop ({}):\n", r.dropped.len()));
+    } else {
+        out.push_str(&format!("kept ({}): {}\n", r.kept.len(), r.kept.join(", ")));
+        out.push_str(&format!("dropped ({}):\n", r.dropped.len()));
+    }
+    for (name, reason) in &r.dropped {
+        out.push_str(&format!("  {name}: {reason}\n"));
+    }
+    push_logs(&mut out, &r.report);
+    Ok(out)
+}
+
+fn run_scorer(
+    harness: &Harness,
+    types: &[InstanceTypeInfo],
+    shadow: bool,
+) -> Result<String, CallError> {
+    let r = harness.score(types)?;
+    let mut out = format!(
+        "call: {:.2?} for {} candidates\n",
+        r.report.elapsed,
+        types.len()
+    );
+    if shadow {
+        let reorder = Reorder::between(&price_order(types), &r.order);
+        out.push_str(&format!(
+            "would move {} of {} options against price order\n  enforced (price order): {}\n  with this scorer:       {}\n",
+            reorder.moved,
+            reorder.total,
+            reorder.enforced.join(", "),
+            reorder.shadow.join(", ")
+        ));
+        out.push_str("try order it would give (score, then price):\n");
+    } else {
+        out.push_str("try order (score, then price):\n");
+    }
+    for (i, name) in r.order.iter().enumerate() {
+        let score = r.score_of(name).unwrap_or_default();
+        out.push_str(&format!("  {:>3}. {name} (score {score})\n", i + 1));
+    }
+    push_logs(&mut out, &r.report);
+    Ok(out)
+}
+
+fn run_selector(harness: &Harness, amis: &[Ami], shadow: bool) -> Result<String, CallError> {
+    let r = harness.select(amis)?;
+    let mut out = format!(
+        "call: {:.2?} for {} candidates\n",
+        r.report.elapsed,
+        amis.len()
+    );
+    if shadow {
+        // Shadowed, the built-in default decides.
+        let enforced = Harness::builtin(Role::AmiSelector, "available-amis")
+            .map_err(|e| CallError::Setup(e.to_string()))?
+            .select(amis)?;
+        let reorder = Reorder::between(&enforced.order, &r.order);
+        out.push_str(&format!(
+            "would move {} of {} images against builtin:available-amis\n  enforced (available-amis): {}\n  with this selector:        {}\n",
+            reorder.moved,
+            reorder.total,
+            enforced.order.join(", "),
+            r.order.join(", ")
+        ));
+    } else {
+        out.push_str("selected, best first:\n");
+        for id in &r.order {
+            out.push_str(&format!("  {id}\n"));
+        }
+    }
+    let left_out: Vec<&str> = amis
+        .iter()
+        .map(|a| a.id.as_str())
+        .filter(|id| !r.order.iter().any(|o| o == id))
+        .collect();
+    let label = if shadow {
+        "would leave out"
+    } else {
+        "left out"
+    };
+    out.push_str(&format!("{label}: {}\n", left_out.join(", ")));
+    push_logs(&mut out, &r.report);
+    Ok(out)
+}
+
+/// Names ordered as without any scorer: cheapest available offering first.
+fn price_order(types: &[InstanceTypeInfo]) -> Vec<String> {
+    let price = |t: &InstanceTypeInfo| {
+        t.offerings
+            .iter()
+            .filter(|o| o.available)
+            .map(|o| o.price)
+            .min_by(f64::total_cmp)
+            .unwrap_or(f64::INFINITY)
+    };
+    let mut order: Vec<&InstanceTypeInfo> = types.iter().collect();
+    order.sort_by(|a, b| price(a).total_cmp(&price(b)));
+    order.into_iter().map(|t| t.name.clone()).collect()
+}
+
+fn inspect(args: &InspectArgs) -> Result<(), CliError> {
+    let bytes = std::fs::read(&args.component).map_err(|source| FilterCliError::Read {
+        path: args.component.clone(),
+        source,
+    })?;
+    let host = Host::new(HostConfig::default())?;
+    let found = host.inspect(&bytes, &args.component.display().to_string())?;
+    match args.output {
+        Output::Json => {
+            let mut value = serde_json::to_value(&found)?;
+            value["loadable"] = serde_json::Value::Bool(found.loadable());
+            emit(&format!("{}\n", serde_json::to_string_pretty(&value)?))
+        }
+        Output::Text => emit(&render_inspection(&args.component, &found)),
+    }
+}
+
+fn render_inspection(path: &Path, found: &Inspection) -> String {
+    let roles: Vec<&str> = found.roles.iter().map(|r| r.as_str()).collect();
+    let mut out = format!(
+        "component: {}\nsize: {} bytes\nsha256: {}\nroles: {}\ncontract: {} (this nodewright speaks {})\nimports:\n",
+        path.display(),
+        found.size_bytes,
+        found.sha256,
+        if roles.is_empty() {
+            "none".to_string()
+        } else {
+            roles.join(", ")
+        },
+        found.contract.as_deref().unwrap_or("none"),
+        found.host_contract
+    );
+    for import in &found.imports {
+        let verdict = if import.allowed { "allowed" } else { "REFUSED" };
+        out.push_str(&format!("  {verdict:<8} {}\n", import.name));
+    }
+    out.push_str(&format!("exports: {}\n", found.exports.join(", ")));
+    let refused: Vec<&str> = found
+        .imports
+        .iter()
+        .filter(|i| !i.allowed)
+        .map(|i| i.name.as_str())
+        .collect();
+    let mut problems = Vec::new();
+    if !refused.is_empty() {
+        problems.push(format!("it imports {}", refused.join(", ")));
+    }
+    if found.roles.is_empty() {
+        problems.push("it implements none of the three roles".to_string());
+    }
+    if found.contract.as_deref() != Some(found.host_contract.as_str()) {
+        problems.push(format!(
+            "it was built against {} instead of {}",
+            found
+                .contract
+                .as_deref()
+                .unwrap_or("no nodewright contract"),
+            found.host_contract
+        ));
+    }
+    if problems.is_empty() {
+        out.push_str(&format!(
+            "the sandbox would load it as {}; pin it with sha256: {}\n",
+            roles.join(" or "),
+            found.sha256
+        ));
+    } else {
+        out.push_str(&format!(
+            "the sandbox would refuse it: {}\n",
+            problems.join("; ")
+        ));
+    }
+    out
 }
 
 fn push_logs(out: &mut String, report: &nodewright_host::CallReport) {
@@ -257,216 +486,4 @@ fn amis(path: Option<&Path>) -> Result<Vec<Ami>, FilterCliError> {
             .variant("nvidia")
             .build(),
     ])
-}
-
-fn new(args: &NewArgs) -> Result<(), CliError> {
-    let name = &args.name;
-    let valid = name.chars().next().is_some_and(|c| c.is_ascii_lowercase())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
-    if !valid {
-        return Err(FilterCliError::CrateName(name.clone()).into());
-    }
-    let dir = PathBuf::from(name);
-    if dir.exists() {
-        return Err(FilterCliError::Exists(dir).into());
-    }
-    let lib_name = name.replace('-', "_");
-    let type_name: String = name
-        .split('-')
-        .map(|part| {
-            let mut c = part.chars();
-            c.next()
-                .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
-                .unwrap_or_default()
-        })
-        .collect();
-    let sdk = args.nodewright.join("filters/sdk");
-    let host = args.nodewright.join("filters/host");
-    let role = Role::from(args.role);
-    let (lib, test) = scaffold_sources(role, &type_name);
-    std::fs::create_dir_all(dir.join("src"))?;
-    std::fs::create_dir_all(dir.join("tests"))?;
-    std::fs::write(
-        dir.join("Cargo.toml"),
-        format!(
-            r#"[package]
-name = "{name}"
-version = "0.1.0"
-edition = "2024"
-
-# A standalone crate, not part of any enclosing workspace.
-[workspace]
-
-[lib]
-crate-type = ["cdylib", "rlib"]
-
-[dependencies]
-nodewright-filter = {{ path = "{sdk}" }}
-serde = {{ version = "1", features = ["derive"] }}
-
-[dev-dependencies]
-nodewright-host = {{ path = "{host}" }}
-
-[profile.release]
-opt-level = "s"
-lto = true
-strip = true
-"#,
-            sdk = sdk.display(),
-            host = host.display(),
-        ),
-    )?;
-    std::fs::write(dir.join("src/lib.rs"), lib)?;
-    std::fs::write(dir.join("tests/harness.rs"), test)?;
-    std::fs::write(
-        dir.join("README.md"),
-        format!(
-            "# {name}\n\nA nodewright {role} component.\n\n```sh\ncargo test                                        # native and harness tests\ncargo build --target wasm32-wasip2 --release      # target/wasm32-wasip2/release/{lib_name}.wasm\nsha256sum target/wasm32-wasip2/release/{lib_name}.wasm\n```\n\nSee docs/authoring-filters.md in the nodewright repository for referencing\nit from an EC2NodeClass.\n"
-        ),
-    )?;
-    emit(&format!(
-        "created {name}/ ({role})\nnext: cd {name} && cargo test && cargo build --target wasm32-wasip2 --release\n"
-    ))
-}
-
-fn scaffold_sources(role: Role, type_name: &str) -> (String, String) {
-    match role {
-        Role::InstanceFilter => (
-            format!(
-                r#"//! A nodewright instance filter.
-
-use nodewright_filter::{{Context, InstanceFilter, InstanceType, Verdict}};
-use serde::Deserialize;
-
-/// Settings from the EC2NodeClass's `config`.
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Config {{
-    /// Largest vCPU count to allow.
-    #[serde(default = "default_max_vcpu")]
-    pub max_vcpu: u32,
-}}
-
-fn default_max_vcpu() -> u32 {{
-    64
-}}
-
-/// The filter.
-#[derive(Debug, Default)]
-pub struct {type_name};
-
-impl InstanceFilter for {type_name} {{
-    fn filter(&self, ctx: &Context, candidates: &[InstanceType<'_>]) -> Result<Vec<Verdict>, String> {{
-        let config: Config = ctx.config()?;
-        Ok(candidates
-            .iter()
-            .map(|it| {{
-                if it.vcpu() > config.max_vcpu {{
-                    Verdict::drop(format!("{{}} has {{}} vCPUs, more than {{}}", it.name(), it.vcpu(), config.max_vcpu))
-                }} else {{
-                    Verdict::Keep
-                }}
-            }})
-            .collect())
-    }}
-}}
-
-nodewright_filter::export_instance_filter!({type_name});
-"#
-            ),
-            r##"use nodewright_host::Role;
-use nodewright_host::harness::{self, Harness, it};
-
-#[test]
-fn drops_types_above_the_vcpu_cap() {
-    let wasm = harness::build_component(env!("CARGO_MANIFEST_DIR")).unwrap();
-    let out = Harness::load_file(Role::InstanceFilter, wasm)
-        .unwrap()
-        .with_config(r#"{"maxVcpu": 4}"#)
-        .filter(&[it("m7g.large").shape(2, 8).build(), it("m7g.4xlarge").shape(16, 64).build()])
-        .unwrap();
-    out.assert_kept(&["m7g.large"]);
-    out.assert_dropped_because("m7g.4xlarge", "16 vCPUs");
-}
-"##
-            .to_string(),
-        ),
-        Role::PriorityScorer => (
-            format!(
-                r#"//! A nodewright priority scorer: higher scores are tried first, ties by price.
-
-use nodewright_filter::{{Context, InstanceType, PriorityScorer}};
-
-/// The scorer.
-#[derive(Debug, Default)]
-pub struct {type_name};
-
-impl PriorityScorer for {type_name} {{
-    fn score(&self, _ctx: &Context, candidates: &[InstanceType<'_>]) -> Result<Vec<i32>, String> {{
-        // Newer generations first.
-        Ok(candidates.iter().map(|it| i32::try_from(it.generation()).unwrap_or(0)).collect())
-    }}
-}}
-
-nodewright_filter::export_priority_scorer!({type_name});
-"#
-            ),
-            r#"use nodewright_host::Role;
-use nodewright_host::harness::{self, Harness, it};
-
-#[test]
-fn newer_generations_first() {
-    let wasm = harness::build_component(env!("CARGO_MANIFEST_DIR")).unwrap();
-    let out = Harness::load_file(Role::PriorityScorer, wasm)
-        .unwrap()
-        .score(&[it("m5.large").build(), it("m7g.large").build()])
-        .unwrap();
-    out.assert_order(&["m7g.large", "m5.large"]);
-}
-"#
-            .to_string(),
-        ),
-        Role::AmiSelector => (
-            format!(
-                r#"//! A nodewright AMI selector: indices of usable AMIs, best first.
-
-use nodewright_filter::{{Ami, AmiSelector, AmiState, Context}};
-
-/// The selector.
-#[derive(Debug, Default)]
-pub struct {type_name};
-
-impl AmiSelector for {type_name} {{
-    fn select(&self, _ctx: &Context, candidates: &[Ami]) -> Result<Vec<u32>, String> {{
-        let mut usable: Vec<(u32, &Ami)> = (0u32..)
-            .zip(candidates)
-            .filter(|(_, a)| a.state == AmiState::Available)
-            .collect();
-        usable.sort_by(|(_, a), (_, b)| b.creation_time.cmp(&a.creation_time));
-        Ok(usable.into_iter().map(|(i, _)| i).collect())
-    }}
-}}
-
-nodewright_filter::export_ami_selector!({type_name});
-"#
-            ),
-            r#"use nodewright_filter::AmiState;
-use nodewright_host::Role;
-use nodewright_host::harness::{self, Harness, ami};
-
-#[test]
-fn newest_available_first() {
-    let wasm = harness::build_component(env!("CARGO_MANIFEST_DIR")).unwrap();
-    let out = Harness::load_file(Role::AmiSelector, wasm)
-        .unwrap()
-        .select(&[ami("ami-old", 1).build(), ami("ami-new", 2).build(), ami("ami-pending", 3).state(AmiState::Pending).build()])
-        .unwrap();
-    out.assert_order(&["ami-new", "ami-old"]);
-}
-"#
-            .to_string(),
-        ),
-    }
 }

@@ -33,7 +33,8 @@ enum Command {
     Crds(crds::CrdsArgs),
     /// Run one provisioning round on YAML manifests and print the plan.
     Simulate(simulate::SimulateArgs),
-    /// Test an extension component against the catalog, or scaffold a new one.
+    /// Test an extension component against the catalog, inspect one before
+    /// pinning it, or scaffold a new one.
     Filter(filter::FilterArgs),
 }
 

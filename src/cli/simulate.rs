@@ -188,7 +188,8 @@ fn render(plan: &Plan) -> String {
     out
 }
 
-/// One line per extension module and NodePool: what it dropped or why it failed.
+/// One line per extension module and NodePool: what it dropped, how it
+/// would reorder (shadow), why it failed, or that it changed nothing.
 fn render_extensions(plan: &Plan) -> String {
     const EXAMPLES: usize = 4;
     let mut out = String::new();
@@ -196,12 +197,20 @@ fn render_extensions(plan: &Plan) -> String {
         out.push_str("\nextensions:\n");
     }
     for run in &plan.extensions {
+        let shadow = run.mode == "Shadow";
         let head = format!(
-            "  {}/{} {} {} ({})",
-            run.node_class, run.node_pool, run.role, run.module, run.source
+            "  {}/{} {} {} ({}){}",
+            run.node_class,
+            run.node_pool,
+            run.role,
+            run.module,
+            run.source,
+            if shadow { " [shadow]" } else { "" }
         );
         if let Some(error) = &run.error {
-            let effect = if run.failure_policy == "Fail" {
+            let effect = if shadow {
+                "shadow mode: nothing changes"
+            } else if run.failure_policy == "Fail" {
                 "failurePolicy Fail: no launches for this EC2NodeClass"
             } else {
                 "failurePolicy Ignore: module skipped"
@@ -210,10 +219,34 @@ fn render_extensions(plan: &Plan) -> String {
             continue;
         }
         let dropped: usize = run.dropped.iter().map(|g| g.instance_types.len()).sum();
-        if run.role == "instance-filter" {
-            out.push_str(&format!("{head}: dropped {dropped} instance types\n"));
-        } else {
-            out.push_str(&format!("{head}: ordered the instance-type options\n"));
+        match (run.role.as_str(), shadow, &run.reorder) {
+            (role, _, _) if run.no_effect.is_some() => {
+                let what = if role == "instance-filter" {
+                    format!("dropped {dropped} instance types")
+                } else {
+                    "ran".to_string()
+                };
+                let why = run.no_effect.as_deref().unwrap_or_default();
+                out.push_str(&format!("{head}: {what}, {why}\n"));
+            }
+            ("instance-filter", false, _) => {
+                out.push_str(&format!("{head}: dropped {dropped} instance types\n"))
+            }
+            ("instance-filter", true, _) => out.push_str(&format!(
+                "{head}: would drop {dropped} instance types (nothing dropped)\n"
+            )),
+            (_, true, Some(r)) if r.moved == 0 => out.push_str(&format!(
+                "{head}: would keep the order of {} options\n",
+                r.total
+            )),
+            (_, true, Some(r)) => out.push_str(&format!(
+                "{head}: would move {} of {} options: first {} instead of {}\n",
+                r.moved,
+                r.total,
+                r.shadow.join(", "),
+                r.enforced.join(", ")
+            )),
+            _ => out.push_str(&format!("{head}: ordered the instance-type options\n")),
         }
         for group in &run.dropped {
             let mut names =

@@ -10,98 +10,45 @@
 //! reported); `Ignore` skips the module and records a warning. A skipped AMI
 //! selector is replaced by the built-in `available-amis`, so an image that
 //! is not `available` is never offered.
+//!
+//! A module in `mode: Shadow` runs and is reported (what it would have
+//! dropped, reordered or selected) but decides nothing, and its failures
+//! never block. Every module runs even after one has blocked the class, so
+//! each failure is reported at once; the reports of those that succeeded
+//! then say their answer had no effect.
+//!
+//! Calls block their thread; the controller runs them through
+//! [`run_blocking`], bounded by [`Extensions::time_bound`].
 
+mod blocking;
+mod outcome;
 mod records;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use nodewright_filter::Ami;
+use nodewright_filter::{Ami, Verdict};
 use nodewright_host::{Host, HostConfig, HostError, Limits, LoadedModule, ModuleRef, Role};
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-
-use crate::apis::{
-    Condition, ConditionStatus, EC2NodeClass, FailurePolicy, ModuleSource, ResolvedModule,
-};
+use crate::apis::extensions::ExtensionMode;
+use crate::apis::{EC2NodeClass, FailurePolicy, ModuleSource, ResolvedModule};
 use crate::aws::catalog::Catalog;
 use crate::scheduling::InstanceType;
 
+pub use blocking::run_blocking;
+pub use outcome::{
+    EXTENSIONS_READY, ExtensionEvent, MAX_CONDITION_MESSAGE, ModuleReport, Outcome, Reorder,
+    drops_by_reason, try_order,
+};
 pub use records::filter_records;
 
-/// The AMI selector that replaces a skipped one.
+/// The AMI selector that replaces a skipped or shadowed one.
 const DEFAULT_AMI_SELECTOR: &str = "available-amis";
 
-/// The condition type on an EC2NodeClass that reports whether its extensions load and run.
-pub const EXTENSIONS_READY: &str = "ExtensionsReady";
-
-/// What one module did in one evaluation.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ModuleReport {
-    /// The entry's `name`.
-    pub name: String,
-    /// `instance-filter`, `priority-scorer` or `ami-selector`.
-    pub role: Role,
-    /// Where the module came from (`builtin:flex-first`, a path, a ConfigMap key…).
-    pub source: String,
-    /// Instance types an instance filter dropped, or images an AMI selector
-    /// left out, with the reason for each.
-    pub dropped: Vec<(String, String)>,
-    /// The failure, if the module could not be loaded or called.
-    pub error: Option<String>,
-    /// What the failure did: `Fail` blocks the NodeClass, `Ignore` skips the module.
-    pub failure_policy: FailurePolicy,
-}
-
-/// Instance types after a NodeClass's extensions ran, plus what each module did.
-#[derive(Debug, Clone, Default)]
-pub struct Outcome {
-    /// The instance types the filters kept.
-    pub instance_types: Vec<InstanceType>,
-    /// Weighted sum of scorer scores per instance type; `None` without scorers.
-    pub priority_scores: Option<HashMap<String, i32>>,
-    /// One report per module that ran or failed, in evaluation order.
-    pub reports: Vec<ModuleReport>,
-    /// Set when a `failurePolicy: Fail` module failed: the NodeClass may not launch.
-    pub blocked: Option<String>,
-}
-
-impl Outcome {
-    /// The `ExtensionsReady` condition this outcome sets on its EC2NodeClass:
-    /// `False` (reason `ModuleFailed`) when a `failurePolicy: Fail` module
-    /// failed, naming the module and the error; `True` otherwise, with reason
-    /// `ModulesSkipped` listing `Ignore` modules that failed.
-    pub fn condition(&self, observed_generation: Option<i64>, now: Time) -> Condition {
-        let skipped: Vec<String> = self
-            .reports
-            .iter()
-            .filter_map(|r| r.error.as_ref())
-            .cloned()
-            .collect();
-        let (status, reason, message) = match (&self.blocked, skipped.is_empty()) {
-            (Some(blocked), _) => (ConditionStatus::False, "ModuleFailed", blocked.clone()),
-            (None, true) => (
-                ConditionStatus::True,
-                "Ready",
-                "all extension modules ran".to_string(),
-            ),
-            (None, false) => (
-                ConditionStatus::True,
-                "ModulesSkipped",
-                format!("skipped with failurePolicy Ignore: {}", skipped.join("; ")),
-            ),
-        };
-        Condition {
-            type_: EXTENSIONS_READY.to_string(),
-            status,
-            observed_generation,
-            last_transition_time: now,
-            reason: Some(reason.to_string()),
-            message: Some(message),
-        }
-    }
-}
+/// Why the answer of a module that ran changed nothing.
+const NO_EFFECT_BLOCKED: &str =
+    "no effect: a module failed with failurePolicy Fail, so the EC2NodeClass launches nothing";
 
 /// Where ConfigMap-sourced modules are looked up (the API server in the
 /// controller; the given manifests in `simulate`).
@@ -196,14 +143,19 @@ impl Extensions {
                         .map_err(|e| format!("{field} ({}): {e}", module.name))
                 });
             match result {
+                Ok(verdicts) if module.mode == ExtensionMode::Shadow => {
+                    for (it, verdict) in outcome.instance_types.iter().zip(verdicts) {
+                        if let Verdict::Drop(reason) = verdict {
+                            report.dropped.push((it.name.clone(), reason));
+                        }
+                    }
+                }
                 Ok(verdicts) => {
                     let mut kept = Vec::with_capacity(outcome.instance_types.len());
                     for (it, verdict) in outcome.instance_types.drain(..).zip(verdicts) {
                         match verdict {
-                            nodewright_filter::Verdict::Keep => kept.push(it),
-                            nodewright_filter::Verdict::Drop(reason) => {
-                                report.dropped.push((it.name, reason));
-                            }
+                            Verdict::Keep => kept.push(it),
+                            Verdict::Drop(reason) => report.dropped.push((it.name, reason)),
                         }
                     }
                     outcome.instance_types = kept;
@@ -214,6 +166,8 @@ impl Extensions {
         }
         let mut totals: HashMap<String, i32> = HashMap::new();
         let mut scored = false;
+        // Report index and weighted scores of each shadow scorer that ran.
+        let mut shadows: Vec<(usize, HashMap<String, i32>)> = Vec::new();
         for (i, scorer) in effective.priority_scorers.iter().enumerate() {
             let module = &scorer.module;
             let field = format!("spec.extensions.priorityScorers[{i}]");
@@ -228,15 +182,36 @@ impl Extensions {
                 });
             match result {
                 Ok(scores) => {
-                    scored = true;
-                    for (it, score) in outcome.instance_types.iter().zip(scores) {
-                        let total = totals.entry(it.name.clone()).or_insert(0);
-                        *total = total.saturating_add(score.saturating_mul(scorer.weight));
+                    let weighted = outcome
+                        .instance_types
+                        .iter()
+                        .zip(scores)
+                        .map(|(it, score)| (it.name.clone(), score.saturating_mul(scorer.weight)));
+                    if module.mode == ExtensionMode::Shadow {
+                        shadows.push((outcome.reports.len(), weighted.collect()));
+                    } else {
+                        scored = true;
+                        for (name, score) in weighted {
+                            let total = totals.entry(name).or_insert(0);
+                            *total = total.saturating_add(score);
+                        }
                     }
                 }
                 Err(message) => fail(&mut outcome, &mut report, message),
             }
             outcome.reports.push(report);
+        }
+        if !shadows.is_empty() && outcome.blocked.is_none() {
+            let total = |name: &str| totals.get(name).copied().unwrap_or(0);
+            let enforced = try_order(&outcome.instance_types, &|name| i64::from(total(name)));
+            for (index, extra) in shadows {
+                let shadow = try_order(&outcome.instance_types, &|name| {
+                    i64::from(total(name)) + i64::from(extra.get(name).copied().unwrap_or(0))
+                });
+                if let Some(report) = outcome.reports.get_mut(index) {
+                    report.reorder = Some(Reorder::between(&enforced, &shadow));
+                }
+            }
         }
         if scored {
             outcome.priority_scores = Some(totals);
@@ -244,6 +219,9 @@ impl Extensions {
         if outcome.blocked.is_some() {
             outcome.instance_types.clear();
             outcome.priority_scores = None;
+            for report in outcome.reports.iter_mut().filter(|r| r.error.is_none()) {
+                report.no_effect = Some(NO_EFFECT_BLOCKED.to_string());
+            }
         }
         let outcome = Arc::new(outcome);
         // A failure may pass (a ConfigMap created, a registry back up), so
@@ -290,9 +268,12 @@ impl Extensions {
                     .map_err(|e| format!("{field} ({}): {e}", module.name))
             });
         let mut blocked = None;
-        let order = match result {
-            Ok(order) => order,
-            Err(message) => {
+        let order = match (module.mode, result) {
+            (ExtensionMode::Enforce, Ok(order)) => {
+                report.dropped = left_out(&candidates, &order);
+                order
+            }
+            (ExtensionMode::Enforce, Err(message)) => {
                 let fallback = match module.failure_policy {
                     FailurePolicy::Fail => {
                         blocked = Some(message.clone());
@@ -302,24 +283,32 @@ impl Extensions {
                     // selector can never let a pending image through.
                     FailurePolicy::Ignore => self.default_ami_order(&context, &candidates),
                 };
+                report.dropped = left_out(&candidates, &fallback);
                 report.error = Some(message);
                 fallback
             }
-        };
-        let mut chosen = vec![false; candidates.len()];
-        let mut amis = Vec::with_capacity(order.len());
-        for index in order.into_iter().filter_map(|i| usize::try_from(i).ok()) {
-            if let Some(ami) = candidates.get(index) {
-                chosen[index] = true;
-                amis.push(ami.clone());
+            // Shadowed: the built-in default decides; the module's choice
+            // is only reported.
+            (ExtensionMode::Shadow, result) => {
+                let enforced = self.default_ami_order(&context, &candidates);
+                match result {
+                    Ok(shadow) => {
+                        report.dropped = left_out(&candidates, &shadow);
+                        report.reorder = Some(Reorder::between(
+                            &ami_ids(&candidates, &enforced),
+                            &ami_ids(&candidates, &shadow),
+                        ));
+                    }
+                    Err(message) => report.error = Some(message),
+                }
+                enforced
             }
-        }
-        for (ami, _) in candidates.iter().zip(&chosen).filter(|(_, c)| !**c) {
-            report.dropped.push((
-                ami.id.clone(),
-                format!("not selected (state {})", ami.state.as_str()),
-            ));
-        }
+        };
+        let amis = order
+            .iter()
+            .filter_map(|&i| usize::try_from(i).ok().and_then(|i| candidates.get(i)))
+            .cloned()
+            .collect();
         AmiSelection {
             amis,
             report: Some(report),
@@ -457,21 +446,50 @@ pub fn unix_now() -> i64 {
 }
 
 fn report_for(module: &ResolvedModule, role: Role) -> ModuleReport {
-    ModuleReport {
-        name: module.name.clone(),
+    ModuleReport::new(
+        &module.name,
         role,
-        source: describe(&module.source),
-        dropped: Vec::new(),
-        error: None,
-        failure_policy: module.failure_policy,
-    }
+        describe(&module.source),
+        module.mode,
+        module.failure_policy,
+    )
 }
 
 fn fail(outcome: &mut Outcome, report: &mut ModuleReport, message: String) {
-    if report.failure_policy == FailurePolicy::Fail && outcome.blocked.is_none() {
+    if report.blocks_on_failure() && outcome.blocked.is_none() {
         outcome.blocked = Some(message.clone());
     }
     report.error = Some(message);
+}
+
+/// The candidates `order` leaves out, each with why.
+fn left_out(candidates: &[Ami], order: &[u32]) -> Vec<(String, String)> {
+    let mut chosen = vec![false; candidates.len()];
+    for index in order.iter().filter_map(|&i| usize::try_from(i).ok()) {
+        if let Some(slot) = chosen.get_mut(index) {
+            *slot = true;
+        }
+    }
+    candidates
+        .iter()
+        .zip(&chosen)
+        .filter(|(_, chosen)| !**chosen)
+        .map(|(ami, _)| {
+            (
+                ami.id.clone(),
+                format!("not selected (state {})", ami.state.as_str()),
+            )
+        })
+        .collect()
+}
+
+/// The image ids `order` names, in its order.
+fn ami_ids(candidates: &[Ami], order: &[u32]) -> Vec<String> {
+    order
+        .iter()
+        .filter_map(|&i| usize::try_from(i).ok().and_then(|i| candidates.get(i)))
+        .map(|ami| ami.id.clone())
+        .collect()
 }
 
 /// How a module source reads in messages.
@@ -483,18 +501,4 @@ pub fn describe(source: &ModuleSource) -> String {
         ModuleSource::Oci(reference) => format!("oci://{reference}"),
         ModuleSource::ConfigMap(cm) => format!("configmap/{}/{}#{}", cm.namespace, cm.name, cm.key),
     }
-}
-
-/// Groups an instance filter's drops by reason, most frequent first, for summaries.
-pub fn drops_by_reason(dropped: &[(String, String)]) -> Vec<(String, Vec<String>)> {
-    let mut by_reason: BTreeMap<&str, Vec<String>> = BTreeMap::new();
-    for (name, reason) in dropped {
-        by_reason.entry(reason).or_default().push(name.clone());
-    }
-    let mut out: Vec<(String, Vec<String>)> = by_reason
-        .into_iter()
-        .map(|(reason, names)| (reason.to_string(), names))
-        .collect();
-    out.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then_with(|| a.0.cmp(&b.0)));
-    out
 }

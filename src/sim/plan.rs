@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::extensions::{Outcome, drops_by_reason};
+use crate::extensions::{Outcome, Reorder, drops_by_reason};
 use crate::scheduling::{InstanceType, SchedulingResult};
 
 /// One NodeClaim the round would create.
@@ -76,11 +76,22 @@ pub struct ExtensionRun {
     pub role: String,
     /// Where the module came from.
     pub source: String,
-    /// Instance types dropped, grouped by the filter's reason.
+    /// `Enforce`, or `Shadow`: reported only, decides nothing.
+    pub mode: String,
+    /// Instance types dropped (in shadow mode: that would have been),
+    /// grouped by the filter's reason.
     pub dropped: Vec<DroppedGroup>,
+    /// A shadow scorer: the first options as enforced and had it been
+    /// enforced, and how many would move.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reorder: Option<Reorder>,
     /// Why the module failed, if it did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Why the module's answer changed nothing although it ran (another
+    /// module blocked the class).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub no_effect: Option<String>,
     /// `Fail` stopped launches for the NodeClass; `Ignore` skipped the module.
     pub failure_policy: String,
 }
@@ -107,6 +118,7 @@ impl ExtensionRun {
                 module: report.name.clone(),
                 role: report.role.as_str().to_string(),
                 source: report.source.clone(),
+                mode: format!("{:?}", report.mode),
                 dropped: drops_by_reason(&report.dropped)
                     .into_iter()
                     .map(|(reason, mut instance_types)| {
@@ -117,7 +129,9 @@ impl ExtensionRun {
                         }
                     })
                     .collect(),
+                reorder: report.reorder.clone(),
                 error: report.error.clone(),
+                no_effect: report.no_effect.clone(),
                 failure_policy: format!("{:?}", report.failure_policy),
             })
             .collect()

@@ -324,6 +324,14 @@ fn extensions_example_resolves_every_source() {
     );
     assert_eq!(effective.instance_filters[0].config["families"][0], "t2");
     assert_eq!(
+        effective.instance_filters[2].mode,
+        nodewright::apis::extensions::ExtensionMode::Shadow
+    );
+    assert_eq!(
+        effective.instance_filters[0].mode,
+        nodewright::apis::extensions::ExtensionMode::Enforce
+    );
+    assert_eq!(
         effective.ami_selector.source,
         ModuleSource::Builtin(BUILTIN_AVAILABLE_AMIS.into())
     );
@@ -856,6 +864,22 @@ fn extension_rules_reject_bad_manifests() {
         None,
         "spec.extensions.instanceFilters[1].timeout",
         "should match",
+    );
+    assert_rejected(
+        &with(
+            class.clone(),
+            &format!("{filter}/timeout"),
+            json!("100000000000000h"),
+        ),
+        None,
+        "spec.extensions.instanceFilters[1].timeout",
+        "timeout must be at most 10s",
+    );
+    assert_rejected(
+        &with(class.clone(), &format!("{filter}/mode"), json!("Monitor")),
+        None,
+        "spec.extensions.instanceFilters[1].mode",
+        "Unsupported value",
     );
     assert_rejected(
         &with(

@@ -10,6 +10,7 @@ mod cluster;
 mod cluster_state;
 mod controller;
 mod extensions;
+mod filter_cli;
 mod fixture;
 mod kubectl;
 mod moto;

@@ -104,6 +104,15 @@ pub enum LoadError {
         /// The media type of each layer of the manifest, in order.
         media_types: Vec<String>,
     },
+    /// The bytes are a core WebAssembly module (a `wasm32-wasip1` or
+    /// `wasm32-unknown-unknown` build), not a component.
+    #[error(
+        "{source_desc} is a core WebAssembly module, not a component: build it with `cargo build --target wasm32-wasip2 --release` (wasm32-wasip1 and wasm32-unknown-unknown produce core modules)"
+    )]
+    CoreModule {
+        /// Where the module came from.
+        source_desc: String,
+    },
     /// The bytes are not a valid component, or compiling it failed.
     #[error("cannot compile component {source_desc}: {message}")]
     Compile {

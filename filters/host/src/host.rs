@@ -21,6 +21,7 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 use crate::bindings::{filter, host_iface, scorer, selector};
 use crate::digest::{Sha256Hasher, hex, normalize_pin, sha256_hex};
 use crate::fetch::{FetchSettings, RegistryCredentials, fetch_oci, fetch_url};
+use crate::inspect::Inspection;
 use crate::module::{Builtin, LoadedModule, RolePre, WasmModule};
 use crate::sandbox::{CallState, forbidden_imports};
 use crate::{LoadError, ModuleRef, Role};
@@ -169,6 +170,8 @@ impl Host {
             .map_err(|e| HostError::Engine(format!("{e:#}")))?;
         host_iface::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |s| s)
             .map_err(|e| HostError::Engine(format!("{e:#}")))?;
+        crate::clock::add_to_linker(&mut linker)
+            .map_err(|e| HostError::Engine(format!("{e:#}")))?;
 
         let artifact_dir = match &config.cache_dir {
             Some(dir) => {
@@ -316,6 +319,13 @@ impl Host {
         ))
     }
 
+    /// Inspects component bytes without running them: roles, contract
+    /// version, imports (and whether the sandbox refuses them), size and
+    /// digest. `label` names the component in errors.
+    pub fn inspect(&self, bytes: &[u8], label: &str) -> Result<Inspection, LoadError> {
+        crate::inspect::inspect(&self.inner.engine, bytes, label)
+    }
+
     fn artifact_path(&self, pin: &str) -> Option<PathBuf> {
         self.inner
             .artifact_dir
@@ -343,6 +353,11 @@ impl Host {
     }
 
     fn compile(&self, bytes: &[u8], pin: &str, label: &str) -> Result<Component, LoadError> {
+        if is_core_module(bytes) {
+            return Err(LoadError::CoreModule {
+                source_desc: label.to_string(),
+            });
+        }
         let component =
             Component::new(&self.inner.engine, bytes).map_err(|e| LoadError::Compile {
                 source_desc: label.to_string(),
@@ -355,6 +370,12 @@ impl Host {
         }
         Ok(component)
     }
+}
+
+/// A core module starts with the magic `\0asm` and version 1; a component
+/// has the same magic and a different version/layer word.
+pub(crate) fn is_core_module(bytes: &[u8]) -> bool {
+    bytes.starts_with(b"\0asm\x01\0\0\0")
 }
 
 fn write_artifact(component: &Component, path: &Path) -> Result<(), String> {

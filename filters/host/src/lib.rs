@@ -14,15 +14,19 @@
 
 mod bindings;
 mod candidates;
+mod clock;
 mod digest;
 mod docker_config;
 mod error;
 mod fetch;
 pub mod harness;
 mod host;
+mod inspect;
 mod module;
 mod module_ref;
+mod output;
 mod sandbox;
+pub mod text;
 
 pub use candidates::InstanceTypeSet;
 pub use digest::sha256_hex;
@@ -30,6 +34,7 @@ pub use docker_config::{DockerConfigError, credentials_from_docker_config};
 pub use error::{CallError, LoadError};
 pub use fetch::RegistryCredentials;
 pub use host::{Host, HostConfig, HostError, Limits};
+pub use inspect::{Import, Inspection, host_contract};
 pub use module::{CallReport, LoadedModule, MAX_REASON_BYTES};
 pub use module_ref::{ModuleRef, Role, UnknownRole};
 pub use nodewright_filter as sdk;

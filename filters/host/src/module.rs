@@ -11,7 +11,9 @@ use wasmtime::{Engine, Store, Trap};
 
 use crate::bindings::{filter, host_iface, scorer, selector, wit};
 use crate::candidates::{InstanceTypeSet, architecture};
+use crate::clock::SleptPastDeadline;
 use crate::sandbox::{CallState, MemoryLimitExceeded};
+use crate::text::{self, Keep};
 use crate::{CallError, Limits, LoadError, Role};
 
 /// Longest drop reason a filter may return, bytes.
@@ -94,8 +96,11 @@ pub struct CallReport {
     pub logs: Vec<(LogLevel, String)>,
     /// `log` lines dropped because the cap was reached.
     pub logs_dropped: usize,
-    /// What the component wrote to stdout/stderr (size-capped).
+    /// What the component wrote to stdout/stderr: the first and last 8 KiB,
+    /// with a line saying how much was dropped in between.
     pub guest_output: String,
+    /// Bytes of stdout/stderr dropped because the per-call cap was reached.
+    pub output_dropped: usize,
     /// Wall time of the call, instantiation included.
     pub elapsed: Duration,
 }
@@ -209,7 +214,7 @@ impl LoadedModule {
             },
         };
         let result = result
-            .and_then(|r| r.map_err(CallError::Rejected))
+            .and_then(|r| r.map_err(rejected))
             .and_then(|verdicts| {
                 let verdicts: Vec<Verdict> = verdicts
                     .into_iter()
@@ -219,7 +224,17 @@ impl LoadedModule {
                     })
                     .collect();
                 validate_verdicts(&verdicts, candidates.len())?;
-                Ok(verdicts)
+                Ok(verdicts
+                    .into_iter()
+                    .map(|v| match v {
+                        Verdict::Drop(reason) => Verdict::Drop(text::one_line_owned(
+                            reason,
+                            MAX_REASON_BYTES,
+                            Keep::Head,
+                        )),
+                        keep => keep,
+                    })
+                    .collect())
             });
         (result, report)
     }
@@ -266,18 +281,16 @@ impl LoadedModule {
                 ),
             },
         };
-        let result = result
-            .and_then(|r| r.map_err(CallError::Rejected))
-            .and_then(|scores| {
-                if scores.len() != candidates.len() {
-                    return Err(CallError::MalformedOutput(format!(
-                        "{} scores for {} candidates; return exactly one score per candidate",
-                        scores.len(),
-                        candidates.len()
-                    )));
-                }
-                Ok(scores)
-            });
+        let result = result.and_then(|r| r.map_err(rejected)).and_then(|scores| {
+            if scores.len() != candidates.len() {
+                return Err(CallError::MalformedOutput(format!(
+                    "{} scores for {} candidates; return exactly one score per candidate",
+                    scores.len(),
+                    candidates.len()
+                )));
+            }
+            Ok(scores)
+        });
         (result, report)
     }
 
@@ -322,12 +335,10 @@ impl LoadedModule {
                 ),
             },
         };
-        let result = result
-            .and_then(|r| r.map_err(CallError::Rejected))
-            .and_then(|order| {
-                validate_selection(&order, candidates.len())?;
-                Ok(order)
-            });
+        let result = result.and_then(|r| r.map_err(rejected)).and_then(|order| {
+            validate_selection(&order, candidates.len())?;
+            Ok(order)
+        });
         (result, report)
     }
 
@@ -356,7 +367,10 @@ impl LoadedModule {
             );
         };
         let start = Instant::now();
-        let mut store = Store::new(engine, CallState::new(self.limits.memory_bytes));
+        let mut store = Store::new(
+            engine,
+            CallState::new(self.limits.memory_bytes, self.limits.timeout),
+        );
         store.limiter(|s| &mut s.limiter);
         store.set_epoch_deadline(deadline_ticks(self.limits.timeout, *epoch_tick));
         store.epoch_deadline_trap();
@@ -364,6 +378,7 @@ impl LoadedModule {
         let outcome = call(&mut store);
         let elapsed = start.elapsed();
         let state = store.data();
+        let (guest_output, output_dropped) = state.guest_output();
         let report = CallReport {
             logs: state
                 .logs
@@ -371,7 +386,8 @@ impl LoadedModule {
                 .map(|(l, m)| (log_level(*l), m.clone()))
                 .collect(),
             logs_dropped: state.logs_dropped,
-            guest_output: state.guest_output(),
+            guest_output,
+            output_dropped,
             elapsed,
         };
         emit_logs(&module.name, &report);
@@ -381,14 +397,20 @@ impl LoadedModule {
                 CallError::MemoryExhausted {
                     limit_bytes: state.limiter.memory_limit,
                 }
-            } else if matches!(e.downcast_ref::<Trap>(), Some(Trap::Interrupt)) {
+            } else if matches!(e.downcast_ref::<Trap>(), Some(Trap::Interrupt))
+                || e.downcast_ref::<SleptPastDeadline>().is_some()
+            {
                 CallError::Timeout {
                     deadline: self.limits.timeout,
                 }
             } else {
                 CallError::Trap {
-                    message: format!("{e:#}"),
-                    guest_output: report.guest_output.clone(),
+                    message: trap_message(&e),
+                    guest_output: text::one_line(
+                        report.guest_output.trim(),
+                        text::MAX_OUTPUT_EXCERPT_BYTES,
+                        Keep::Tail,
+                    ),
                 }
             }
         });
@@ -396,12 +418,48 @@ impl LoadedModule {
     }
 }
 
+/// Most epoch ticks a deadline may be: wasmtime adds the delta to the
+/// current epoch, which must not overflow (at a 5 ms tick this is still
+/// longer than any call could run).
+const MAX_DEADLINE_TICKS: u64 = u64::MAX / 2;
+
 /// Epoch ticks for a deadline: rounded up, plus one because the current
-/// tick is already partly over.
+/// tick is already partly over; saturates for absurdly long timeouts.
 fn deadline_ticks(timeout: Duration, tick: Duration) -> u64 {
     let tick = tick.as_nanos().max(1);
     let ticks = timeout.as_nanos().div_ceil(tick);
-    u64::try_from(ticks).unwrap_or(u64::MAX).saturating_add(1)
+    u64::try_from(ticks)
+        .unwrap_or(u64::MAX)
+        .saturating_add(1)
+        .min(MAX_DEADLINE_TICKS)
+}
+
+/// A component's own error text, bounded and escaped.
+fn rejected(message: String) -> CallError {
+    CallError::Rejected(text::one_line_owned(
+        message,
+        text::MAX_ERROR_BYTES,
+        Keep::Head,
+    ))
+}
+
+/// What went wrong, without wasmtime's backtrace of `<wasm function N>`
+/// frames (meaningless to the user, and kilobytes long).
+fn trap_message(error: &wasmtime::Error) -> String {
+    let message = match error.downcast_ref::<Trap>() {
+        // A Rust component keeps its stack in linear memory, so running out
+        // of stack shows as an out-of-bounds access.
+        Some(Trap::MemoryOutOfBounds) => {
+            format!(
+                "{} (a stack overflow in the component shows as this too)",
+                Trap::MemoryOutOfBounds
+            )
+        }
+        Some(trap) => trap.to_string(),
+        None => error.root_cause().to_string(),
+    };
+    let first = message.split("wasm backtrace:").next().unwrap_or_default();
+    text::one_line(first.trim(), text::MAX_ERROR_BYTES, Keep::Head)
 }
 
 fn emit_logs(module: &str, report: &CallReport) {
@@ -418,6 +476,14 @@ fn emit_logs(module: &str, report: &CallReport) {
             module,
             dropped = report.logs_dropped,
             "component log lines dropped (per-call cap)"
+        );
+    }
+    if report.output_dropped > 0 {
+        tracing::warn!(
+            module,
+            dropped = report.output_dropped,
+            "component stdout/stderr: {} bytes dropped (per-call cap)",
+            report.output_dropped
         );
     }
     if !report.guest_output.is_empty() {
@@ -533,6 +599,21 @@ mod tests {
         assert!(validate_verdicts(&[Verdict::Keep, Verdict::drop("t3")], 2).is_ok());
         assert!(validate_verdicts(&[Verdict::Keep], 2).is_err());
         assert!(validate_verdicts(&[Verdict::drop("x".repeat(MAX_REASON_BYTES + 1))], 1).is_err());
+    }
+
+    #[test]
+    fn huge_deadlines_saturate() {
+        assert_eq!(
+            deadline_ticks(Duration::MAX, Duration::from_millis(5)),
+            MAX_DEADLINE_TICKS
+        );
+        assert_eq!(
+            deadline_ticks(
+                Duration::from_secs(100_000_000_000_000 * 3600),
+                Duration::from_nanos(1)
+            ),
+            MAX_DEADLINE_TICKS
+        );
     }
 
     #[test]

@@ -2,8 +2,10 @@
 
 use std::{fmt, path::PathBuf, str::FromStr, sync::Arc};
 
-/// The three extension roles, one WIT world each.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// The three extension roles, one WIT world each. Serialized as the world
+/// name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Role {
     /// `instance-filter`: keeps or drops instance types.
     InstanceFilter,

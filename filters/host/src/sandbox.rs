@@ -1,17 +1,20 @@
 //! The sandbox a component runs in: which imports it may have, the
 //! deterministic WASI context that satisfies the imports Rust's standard
-//! library always brings, the memory limiter, and the `log` import.
+//! library always brings (with virtual time, see `clock`, and capped output,
+//! see `output`), the memory limiter, and the `log` import.
 
 use std::time::Duration;
 
 use wasmtime::component::ResourceTable;
 use wasmtime::{ResourceLimiter, StoreLimits, StoreLimitsBuilder};
-use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{
     HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView,
 };
 
 use crate::bindings::host_iface;
+use crate::clock::VirtualClock;
+use crate::output::CappedOutput;
+use crate::text::{self, Keep};
 
 /// Interfaces a component may import. Everything else (filesystem,
 /// sockets, HTTP, ...) is refused when the component is loaded. Versions are
@@ -51,7 +54,8 @@ pub(crate) fn forbidden_imports<'a>(imports: impl IntoIterator<Item = &'a str>) 
         .collect()
 }
 
-/// Most bytes a component may write to stdout+stderr per call.
+/// Most bytes of stdout+stderr kept per call (the first and the last half);
+/// the rest is dropped and counted, never an error.
 pub(crate) const GUEST_OUTPUT_CAP: usize = 16 * 1024;
 /// Most bytes of `log` messages kept per call.
 pub(crate) const LOG_CAP: usize = 16 * 1024;
@@ -167,16 +171,19 @@ impl ResourceLimiter for Limiter {
 pub(crate) struct CallState {
     wasi: WasiCtx,
     table: ResourceTable,
+    clock: VirtualClock,
     pub(crate) limiter: Limiter,
-    pub(crate) output: MemoryOutputPipe,
+    output: CappedOutput,
     pub(crate) logs: Vec<(host_iface::Level, String)>,
     log_bytes: usize,
     pub(crate) logs_dropped: usize,
 }
 
 impl CallState {
-    pub(crate) fn new(memory_limit: usize) -> Self {
-        let output = MemoryOutputPipe::new(GUEST_OUTPUT_CAP);
+    /// State for one call that may use `memory_limit` bytes and must end
+    /// within `deadline` (sleeps included).
+    pub(crate) fn new(memory_limit: usize, deadline: Duration) -> Self {
+        let output = CappedOutput::new(GUEST_OUTPUT_CAP);
         let wasi = WasiCtxBuilder::new()
             .stdout(output.clone())
             .stderr(output.clone())
@@ -189,6 +196,7 @@ impl CallState {
         CallState {
             wasi,
             table: ResourceTable::new(),
+            clock: VirtualClock::new(deadline),
             limiter: Limiter::new(memory_limit),
             output,
             logs: Vec::new(),
@@ -197,9 +205,16 @@ impl CallState {
         }
     }
 
-    /// What the component wrote to stdout/stderr, lossily decoded.
-    pub(crate) fn guest_output(&self) -> String {
-        String::from_utf8_lossy(&self.output.contents()).into_owned()
+    /// What the component wrote to stdout/stderr (lossily decoded, control
+    /// characters but newlines escaped) and how many bytes were dropped.
+    pub(crate) fn guest_output(&self) -> (String, usize) {
+        let (raw, dropped) = self.output.contents();
+        (text::multi_line(&raw, usize::MAX, Keep::Head), dropped)
+    }
+
+    /// The virtual clock and the resource table its subscriptions live in.
+    pub(crate) fn clock_and_table(&mut self) -> (&mut VirtualClock, &mut ResourceTable) {
+        (&mut self.clock, &mut self.table)
     }
 }
 
@@ -214,11 +229,12 @@ impl WasiView for CallState {
 
 impl host_iface::Host for CallState {
     fn log(&mut self, level: host_iface::Level, message: String) {
-        if self.log_bytes.saturating_add(message.len()) > LOG_CAP {
+        let line = text::one_line_owned(message, text::MAX_LOG_LINE_BYTES, Keep::Head);
+        if self.log_bytes.saturating_add(line.len()) > LOG_CAP {
             self.logs_dropped = self.logs_dropped.saturating_add(1);
             return;
         }
-        self.log_bytes += message.len();
-        self.logs.push((level, message));
+        self.log_bytes += line.len();
+        self.logs.push((level, line));
     }
 }

@@ -338,3 +338,225 @@ fn walk(dir: &std::path::Path) -> Vec<PathBuf> {
     }
     out
 }
+
+/// A module whose deadline the sleeping tests use: short, so a sleep of
+/// seconds is far past it.
+fn with_deadline(module: LoadedModule, timeout: Duration) -> LoadedModule {
+    module.with_limits(Limits {
+        timeout,
+        ..Limits::default()
+    })
+}
+
+fn sleep_ctx(seconds: u64) -> Context {
+    Context {
+        config: format!(r#"{{"mode":"sleep","seconds":{seconds}}}"#),
+        ..Context::default()
+    }
+}
+
+#[test]
+fn sleeping_past_the_deadline_ends_the_call_at_once() {
+    let host = Host::new(HostConfig::default()).unwrap();
+    let module = load(&host, Role::InstanceFilter, "misbehaving-filter");
+    let module = with_deadline(module, Duration::from_millis(100));
+    // An hour-long sleep: before time was virtual this held the thread for
+    // the whole hour. The bound below only guards against a hang.
+    for seconds in [5, 3600] {
+        let start = std::time::Instant::now();
+        let err = module
+            .filter(&sleep_ctx(seconds), &candidates())
+            .unwrap_err();
+        assert!(
+            matches!(err, CallError::Timeout { deadline } if deadline == Duration::from_millis(100)),
+            "{err:?}"
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(4),
+            "a {seconds} s sleep held the host thread for {:?}",
+            start.elapsed()
+        );
+    }
+    // Many short sleeps add up the same way.
+    let err = module
+        .filter(&ctx("sleep-loop"), &candidates())
+        .unwrap_err();
+    assert!(matches!(err, CallError::Timeout { .. }), "{err:?}");
+    still_works(&module);
+}
+
+#[test]
+fn a_sleep_within_the_deadline_moves_virtual_time_only() {
+    let host = Host::new(HostConfig::default()).unwrap();
+    let module = load(&host, Role::InstanceFilter, "misbehaving-filter");
+    let verdicts = module.filter(&ctx("virtual-time"), &candidates()).unwrap();
+    // The component measured exactly the 20 ms it slept, every time.
+    assert_eq!(verdicts[0], Verdict::drop("slept 20 ms"));
+    assert_eq!(
+        module.filter(&ctx("virtual-time"), &candidates()).unwrap(),
+        verdicts
+    );
+}
+
+#[test]
+fn printing_past_the_output_cap_succeeds_and_notes_the_drop() {
+    let host = Host::new(HostConfig::default()).unwrap();
+    let module = load(&host, Role::InstanceFilter, "misbehaving-filter");
+    let (result, report) = module.filter_reported(&ctx("print"), &candidates());
+    assert_eq!(result.unwrap(), vec![Verdict::Keep; 3]);
+    assert!(report.output_dropped > 0, "{report:?}");
+    let output = &report.guest_output;
+    assert!(
+        output.contains(&format!("… {} bytes dropped", report.output_dropped)),
+        "{output}"
+    );
+    assert!(output.starts_with("debug line 0:"), "{output}");
+    assert!(output.contains("debug line 999:"), "{output}");
+    assert!(output.len() < 17 * 1024, "{} bytes kept", output.len());
+}
+
+#[test]
+fn a_panic_after_a_flood_of_output_keeps_its_message() {
+    let host = Host::new(HostConfig::default()).unwrap();
+    let module = load(&host, Role::InstanceFilter, "misbehaving-filter");
+    let err = module
+        .filter(&ctx("print-then-panic"), &candidates())
+        .unwrap_err();
+    let CallError::Trap { guest_output, .. } = &err else {
+        panic!("expected a trap, got {err:?}")
+    };
+    assert!(
+        guest_output.contains("deliberate panic after a lot of output"),
+        "{guest_output}"
+    );
+    assert!(guest_output.len() <= 1100, "{} bytes", guest_output.len());
+    assert!(!guest_output.contains('\n'), "{guest_output}");
+}
+
+#[test]
+fn a_40_mib_error_is_bounded_and_escaped() {
+    let host = Host::new(HostConfig::default()).unwrap();
+    let module = load(&host, Role::InstanceFilter, "misbehaving-filter");
+    let err = module
+        .filter(&ctx("huge-error"), &candidates())
+        .unwrap_err();
+    let CallError::Rejected(message) = &err else {
+        panic!("expected the component's error, got {err:?}")
+    };
+    assert!(
+        message.starts_with("\\u{1b}[31mbad\\nconfig\\r"),
+        "{}",
+        &message[..80]
+    );
+    assert!(
+        message.ends_with(" more bytes)"),
+        "{}",
+        &message[message.len() - 80..]
+    );
+    assert!(message.len() <= 1100, "{} bytes", message.len());
+    assert!(!message.chars().any(char::is_control), "{message}");
+    assert!(err.to_string().len() <= 1200);
+    still_works(&module);
+}
+
+#[test]
+fn drop_reasons_and_log_lines_are_escaped() {
+    let host = Host::new(HostConfig::default()).unwrap();
+    let module = load(&host, Role::InstanceFilter, "misbehaving-filter");
+    let verdicts = module
+        .filter(&ctx("control-reason"), &candidates())
+        .unwrap();
+    assert_eq!(verdicts[0], Verdict::drop("line one\\nline two\\u{1b}[0m"));
+}
+
+#[test]
+fn a_stack_overflow_reads_without_a_backtrace() {
+    let host = Host::new(HostConfig::default()).unwrap();
+    let module = load(&host, Role::InstanceFilter, "misbehaving-filter");
+    let err = module
+        .filter(&ctx("stack-overflow"), &candidates())
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, CallError::Trap { .. }), "{err:?}");
+    assert!(text.contains("stack overflow"), "{text}");
+    assert!(!text.contains("wasm function"), "{text}");
+    assert!(!text.contains("backtrace"), "{text}");
+    assert!(text.len() < 600, "{text}");
+    still_works(&module);
+}
+
+#[test]
+fn an_absurd_timeout_saturates() {
+    let host = Host::new(HostConfig::default()).unwrap();
+    let module = load(&host, Role::InstanceFilter, "misbehaving-filter");
+    for timeout in [
+        Duration::from_secs(100_000_000_000_000 * 3600),
+        Duration::MAX,
+    ] {
+        still_works(&with_deadline(module.clone(), timeout));
+    }
+}
+
+#[test]
+fn a_core_module_is_refused_with_the_target_to_build_for() {
+    let host = Host::new(HostConfig::default()).unwrap();
+    // The smallest core module: magic and version 1, no sections.
+    let bytes: &[u8] = b"\0asm\x01\0\0\0";
+    let source = ModuleRef::Bytes {
+        label: "filter.wasm".to_string(),
+        bytes: Arc::from(bytes),
+    };
+    let err = host
+        .load(Role::InstanceFilter, &source, Some(&sha256_hex(bytes)))
+        .unwrap_err();
+    assert!(matches!(err, LoadError::CoreModule { .. }), "{err:?}");
+    assert!(err.to_string().contains("wasm32-wasip2"), "{err}");
+    let err = host.inspect(bytes, "filter.wasm").unwrap_err();
+    assert!(matches!(err, LoadError::CoreModule { .. }), "{err:?}");
+}
+
+#[test]
+fn inspect_reports_roles_contract_imports_and_digest() {
+    let host = Host::new(HostConfig::default()).unwrap();
+    let bytes = std::fs::read(component("misbehaving-filter")).unwrap();
+    let found = host.inspect(&bytes, "misbehaving-filter.wasm").unwrap();
+    assert_eq!(found.roles, vec![Role::InstanceFilter]);
+    assert_eq!(found.sha256, sha256_hex(&bytes));
+    assert_eq!(found.size_bytes, bytes.len());
+    assert_eq!(
+        found.contract.as_deref(),
+        Some(found.host_contract.as_str())
+    );
+    assert_eq!(found.host_contract, nodewright_host::host_contract());
+    assert!(found.host_contract.starts_with("nodewright:filters@"));
+    assert!(
+        found.imports.iter().all(|i| i.allowed),
+        "{:?}",
+        found.imports
+    );
+    assert!(
+        found.exports.iter().any(|e| e == "filter"),
+        "{:?}",
+        found.exports
+    );
+    assert!(found.loadable());
+
+    let scorer = std::fs::read(component("misbehaving-scorer")).unwrap();
+    let found = host.inspect(&scorer, "scorer.wasm").unwrap();
+    assert_eq!(found.roles, vec![Role::PriorityScorer]);
+
+    let sockets = std::fs::read(component("socket-filter")).unwrap();
+    let found = host.inspect(&sockets, "socket-filter.wasm").unwrap();
+    assert_eq!(found.roles, vec![Role::InstanceFilter]);
+    let refused: Vec<&str> = found
+        .imports
+        .iter()
+        .filter(|i| !i.allowed)
+        .map(|i| i.name.as_str())
+        .collect();
+    assert!(
+        refused.iter().any(|i| i.starts_with("wasi:sockets/")),
+        "{refused:?}"
+    );
+    assert!(!found.loadable());
+}

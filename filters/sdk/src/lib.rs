@@ -12,10 +12,11 @@
 //! Instance types reach a filter or scorer as [`InstanceType`] views over one
 //! shared column-wise [`InstanceTypes`] table, so a call over the whole catalog
 //! copies a few dozen lists of plain numbers instead of thousands of records. Build fixtures as
-//! [`InstanceTypeInfo`] and turn them into a table with
-//! [`InstanceTypes::from_infos`].
+//! [`InstanceTypeInfo`] (with the builders in [`fixtures`]) and turn them
+//! into a table with [`InstanceTypes::from_infos`].
 
 mod export;
+pub mod fixtures;
 mod labels;
 mod table;
 mod types;

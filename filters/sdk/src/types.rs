@@ -126,6 +126,37 @@ pub struct InstanceTypeInfo {
     pub offerings: Vec<Offering>,
 }
 
+impl Default for InstanceTypeInfo {
+    /// An unnamed current-generation amd64 type with nothing set and no
+    /// offerings; fill in what a test needs (or start from
+    /// [`crate::fixtures::it`], which infers fields from a name).
+    fn default() -> Self {
+        InstanceTypeInfo {
+            name: String::new(),
+            family: String::new(),
+            category: String::new(),
+            generation: 0,
+            size: String::new(),
+            architecture: Architecture::Amd64,
+            cpu_manufacturer: String::new(),
+            vcpu: 0,
+            memory_mib: 0,
+            gpus: Vec::new(),
+            accelerators: Vec::new(),
+            local_nvme_gib: 0,
+            network_bandwidth_mbps: 0,
+            ebs_bandwidth_mbps: 0,
+            hypervisor: String::new(),
+            bare_metal: false,
+            burstable: false,
+            current_generation: true,
+            encryption_in_transit: false,
+            labels: BTreeMap::new(),
+            offerings: Vec::new(),
+        }
+    }
+}
+
 impl InstanceTypeInfo {
     /// The node labels Karpenter derives from this instance type, plus
     /// [`InstanceTypeInfo::labels`]. Zone and capacity type depend on the

@@ -7,7 +7,7 @@ use nodewright_filter::Ami;
 use crate::apis::ec2nodeclass::AMIStatus;
 use crate::apis::{Condition, EC2NodeClass};
 use crate::aws::amis::{AmiError, amis_ready_condition, status_amis};
-use crate::extensions::{AmiSelection, unix_now};
+use crate::extensions::{AmiSelection, run_blocking, unix_now};
 
 use super::super::{Context, ControllerError};
 use super::conditions::Stamp;
@@ -46,9 +46,16 @@ pub async fn select(
             let (class, config_maps) = (class.clone(), config_maps.to_vec());
             let extensions = context.instance_types.extensions().clone();
             let region = context.region();
-            let selection = tokio::task::spawn_blocking(move || {
-                extensions.select_amis(&class, &region, found, &config_maps, now)
-            })
+            let bound = extensions.time_bound(&class, 1);
+            let selection = run_blocking(
+                bound,
+                move || extensions.select_amis(&class, &region, found, &config_maps, now),
+                |why| AmiSelection {
+                    amis: Vec::new(),
+                    report: None,
+                    blocked: Some(why),
+                },
+            )
             .await?;
             let why = selection.blocked.clone();
             (Some(selection), why)

@@ -2,7 +2,9 @@
 //! pass):
 //!
 //! - `ExtensionModuleFailed` / `ExtensionModuleSkipped` (Warning) naming the
-//!   module, and `ExtensionsReady` (Normal) on recovery;
+//!   module (shadow modules that fail are skipped), `ExtensionShadowResult`
+//!   (Normal) saying what a shadow module would have changed, and
+//!   `ExtensionsReady` (Normal) on recovery;
 //! - `AMINotFound` (Warning);
 //! - for `SubnetsReady`, `SecurityGroupsReady`, `InstanceProfileReady`,
 //!   `CapacityReservationsReady`, `ValidationSucceeded` and
@@ -20,7 +22,7 @@ use crate::apis::conditions::{
     EC2_NODE_CLASS_SECURITY_GROUPS_READY, EC2_NODE_CLASS_SUBNETS_READY,
     EC2_NODE_CLASS_VALIDATION_SUCCEEDED, READY, find_condition,
 };
-use crate::apis::{Condition, ConditionStatus, EC2NodeClass, FailurePolicy};
+use crate::apis::{Condition, ConditionStatus, EC2NodeClass};
 use crate::extensions::{AmiSelection, EXTENSIONS_READY};
 
 use super::super::{Context, truncate};
@@ -54,22 +56,13 @@ pub async fn publish(
     let update = |type_: &str| find_condition(updates, type_).filter(|c| changed(previous, c));
 
     if let Some(ready) = update(EXTENSIONS_READY) {
-        let combined = combined(&extensions.outcomes, selection);
-        if let Some(blocked) = &combined.blocked {
-            events.push((
-                EventType::Warning,
-                "ExtensionModuleFailed".into(),
-                blocked.clone(),
-            ));
-        }
-        for report in &combined.reports {
-            if let (Some(error), FailurePolicy::Ignore) = (&report.error, report.failure_policy) {
-                events.push((
-                    EventType::Warning,
-                    "ExtensionModuleSkipped".into(),
-                    format!("skipped with failurePolicy Ignore: {error}"),
-                ));
-            }
+        for event in combined(&extensions.outcomes, selection).events() {
+            let type_ = if event.warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            };
+            events.push((type_, event.reason.into(), event.note));
         }
         let before = find_condition(previous, EXTENSIONS_READY);
         let was_ready = before.is_some_and(|c| c.reason.as_deref() == Some("Ready"));

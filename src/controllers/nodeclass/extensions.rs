@@ -11,7 +11,7 @@ use kube::api::{Api, ListParams};
 
 use crate::apis::{Condition, EC2NodeClass, NodePool};
 use crate::aws::instance_types::InstanceTypeProvider;
-use crate::extensions::{AmiSelection, ConfigMapSource, ModuleReport, Outcome};
+use crate::extensions::{AmiSelection, ConfigMapSource, ModuleReport, Outcome, run_blocking};
 
 use super::super::{Context, ControllerError};
 use super::conditions::Stamp;
@@ -69,11 +69,23 @@ pub async fn run(
     pools: Vec<String>,
     config_maps: &[ConfigMap],
 ) -> Result<ExtensionOutcomes, ControllerError> {
+    let bound = context
+        .instance_types
+        .extensions()
+        .time_bound(class, pools.len());
     let (class, config_maps) = (class.clone(), config_maps.to_vec());
     let provider = context.instance_types.clone();
-    let (outcomes, unresolvable) = tokio::task::spawn_blocking(move || {
-        instance_type_outcomes(&class, &pools, &provider, &config_maps)
-    })
+    let (outcomes, unresolvable) = run_blocking(
+        bound,
+        move || instance_type_outcomes(&class, &pools, &provider, &config_maps),
+        |why| {
+            let blocked = Outcome {
+                blocked: Some(why),
+                ..Outcome::default()
+            };
+            (vec![Arc::new(blocked)], false)
+        },
+    )
     .await?;
     Ok(ExtensionOutcomes {
         outcomes,

@@ -7,6 +7,23 @@ use nodewright_filter::{Context, InstanceFilter, InstanceType, LogLevel, Verdict
 #[derive(Default)]
 pub struct Misbehaving;
 
+/// `config.seconds`, for the sleeping modes (default: one hour).
+fn seconds(ctx: &Context) -> u64 {
+    ctx.config::<serde_json::Value>()
+        .ok()
+        .and_then(|v| v.get("seconds").and_then(serde_json::Value::as_u64))
+        .unwrap_or(3600)
+}
+
+/// Recurses until the stack runs out.
+fn deep(n: u64) -> u64 {
+    if n == u64::MAX {
+        return 0;
+    }
+    let frame = std::hint::black_box([n; 32]);
+    deep(n + 1).wrapping_add(frame[31])
+}
+
 fn mode(ctx: &Context) -> String {
     ctx.config::<serde_json::Value>()
         .ok()
@@ -61,6 +78,46 @@ impl InstanceFilter for Misbehaving {
                 );
                 Ok(vec![Verdict::Keep; candidates.len()])
             }
+            "sleep" => {
+                std::thread::sleep(std::time::Duration::from_secs(seconds(ctx)));
+                Ok(vec![Verdict::Keep; candidates.len()])
+            }
+            "sleep-loop" => loop {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            },
+            "virtual-time" => {
+                let start = std::time::Instant::now();
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                let slept = start.elapsed().as_millis();
+                Ok(vec![
+                    Verdict::drop(format!("slept {slept} ms"));
+                    candidates.len()
+                ])
+            }
+            "print" => {
+                for i in 0..1000 {
+                    println!("debug line {i}: looking at {} candidates", candidates.len());
+                }
+                Ok(vec![Verdict::Keep; candidates.len()])
+            }
+            "print-then-panic" => {
+                for i in 0..1000 {
+                    eprintln!("debug line {i}");
+                }
+                panic!("deliberate panic after a lot of output")
+            }
+            "huge-error" => {
+                // 40 MiB, built in place to stay under the 64 MiB memory cap.
+                let mut message = String::with_capacity((40 << 20) + 32);
+                message.push_str("\u{1b}[31mbad\nconfig\r");
+                message.extend(std::iter::repeat_n('e', 40 << 20));
+                Err(message)
+            }
+            "control-reason" => Ok(vec![
+                Verdict::drop("line one\nline two\u{1b}[0m");
+                candidates.len()
+            ]),
+            "stack-overflow" => Ok(vec![Verdict::drop(deep(0).to_string()); candidates.len()]),
             "name-length" => Ok(candidates
                 .iter()
                 .map(|c| {

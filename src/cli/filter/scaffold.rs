@@ -1,0 +1,371 @@
+//! `nodewright filter new`: a ready-to-build filter crate with native unit
+//! tests (plain Rust, no Wasm runtime) and harness tests behind the
+//! `harness` feature (the built component in the production sandbox).
+
+use std::path::{Path, PathBuf};
+
+use nodewright_host::Role;
+
+use super::FilterCliError;
+use crate::cli::CliError;
+
+/// The nodewright checkout at `given`, resolved to an absolute path, once
+/// it is known to hold the SDK and the harness.
+pub fn source_tree(given: Option<&Path>) -> Result<PathBuf, FilterCliError> {
+    let given = given.ok_or(FilterCliError::NoSourceTree)?;
+    let problem = |problem: String| FilterCliError::NotASourceTree {
+        path: given.to_path_buf(),
+        problem,
+    };
+    let resolved = given
+        .canonicalize()
+        .map_err(|e| problem(format!("cannot resolve it ({e})")))?;
+    for crate_dir in ["filters/sdk", "filters/host"] {
+        if !resolved.join(crate_dir).join("Cargo.toml").is_file() {
+            return Err(problem(format!(
+                "{} has no {crate_dir}/Cargo.toml",
+                resolved.display()
+            )));
+        }
+    }
+    Ok(resolved)
+}
+
+/// Writes crate `name` for `role` into `./name`, depending on the SDK and
+/// harness in `source_tree`; returns what to tell the user.
+pub fn create(name: &str, role: Role, source_tree: &Path) -> Result<String, CliError> {
+    let valid = name.chars().next().is_some_and(|c| c.is_ascii_lowercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if !valid {
+        return Err(FilterCliError::CrateName(name.to_string()).into());
+    }
+    let dir = PathBuf::from(name);
+    if dir.exists() {
+        return Err(FilterCliError::Exists(dir).into());
+    }
+    let lib_name = name.replace('-', "_");
+    let type_name: String = name
+        .split('-')
+        .map(|part| {
+            let mut c = part.chars();
+            c.next()
+                .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
+                .unwrap_or_default()
+        })
+        .collect();
+    let (lib, harness) = match role {
+        Role::InstanceFilter => (FILTER_LIB, FILTER_HARNESS),
+        Role::PriorityScorer => (SCORER_LIB, SCORER_HARNESS),
+        Role::AmiSelector => (SELECTOR_LIB, SELECTOR_HARNESS),
+    };
+    let fill = |template: &str| {
+        template
+            .replace("__TYPE__", &type_name)
+            .replace("__NAME__", name)
+            .replace("__LIB__", &lib_name)
+            .replace("__ROLE__", role.as_str())
+            .replace(
+                "__SDK__",
+                &toml_string(&source_tree.join("filters/sdk").display().to_string()),
+            )
+            .replace(
+                "__HOST__",
+                &toml_string(&source_tree.join("filters/host").display().to_string()),
+            )
+    };
+    std::fs::create_dir_all(dir.join("src"))?;
+    std::fs::create_dir_all(dir.join("tests"))?;
+    std::fs::write(dir.join("Cargo.toml"), fill(CARGO_TOML))?;
+    std::fs::write(dir.join("src/lib.rs"), fill(lib))?;
+    std::fs::write(dir.join("tests/harness.rs"), fill(harness))?;
+    std::fs::write(dir.join("README.md"), fill(README))?;
+    Ok(format!(
+        "created {name}/ ({role}), using the SDK in {}\nnext: cd {name} && cargo test && cargo build --target wasm32-wasip2 --release\n",
+        source_tree.display()
+    ))
+}
+
+/// `text` as a TOML basic string.
+fn toml_string(text: &str) -> String {
+    let mut out = String::from("\"");
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04X}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+const CARGO_TOML: &str = r#"[package]
+name = "__NAME__"
+version = "0.1.0"
+edition = "2024"
+
+# A standalone crate, not part of any enclosing workspace.
+[workspace]
+
+[lib]
+crate-type = ["cdylib", "rlib"]
+
+[features]
+# `cargo test --features harness` also runs tests/harness.rs: the built
+# component in nodewright's production sandbox (compiles the Wasm runtime
+# once, which takes minutes). Plain `cargo test` runs the native unit tests
+# only.
+harness = ["dep:nodewright-host"]
+
+[dependencies]
+nodewright-filter = { path = __SDK__ }
+nodewright-host = { path = __HOST__, optional = true }
+serde = { version = "1", features = ["derive"] }
+
+[[test]]
+name = "harness"
+required-features = ["harness"]
+
+[profile.release]
+opt-level = "s"
+lto = true
+strip = true
+"#;
+
+const README: &str = r#"# __NAME__
+
+A nodewright __ROLE__ component.
+
+```sh
+cargo test                                        # native unit tests (seconds)
+cargo test --features harness                     # also the component in the sandbox
+cargo build --target wasm32-wasip2 --release      # target/wasm32-wasip2/release/__LIB__.wasm
+nodewright filter inspect target/wasm32-wasip2/release/__LIB__.wasm   # roles, imports, sha256
+```
+
+See docs/authoring-filters.md in the nodewright repository for referencing
+it from an EC2NodeClass.
+"#;
+
+const FILTER_LIB: &str = r##"//! A nodewright instance filter.
+
+use nodewright_filter::{Context, InstanceFilter, InstanceType, Verdict};
+use serde::Deserialize;
+
+/// Settings from the EC2NodeClass's `config`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Config {
+    /// Largest vCPU count to allow.
+    #[serde(default = "default_max_vcpu")]
+    pub max_vcpu: u32,
+}
+
+fn default_max_vcpu() -> u32 {
+    64
+}
+
+/// The filter.
+#[derive(Debug, Default)]
+pub struct __TYPE__;
+
+impl InstanceFilter for __TYPE__ {
+    fn filter(&self, ctx: &Context, candidates: &[InstanceType<'_>]) -> Result<Vec<Verdict>, String> {
+        let config: Config = ctx.config()?;
+        Ok(candidates
+            .iter()
+            .map(|it| {
+                if it.vcpu() > config.max_vcpu {
+                    Verdict::drop(format!("{} has {} vCPUs, more than {}", it.name(), it.vcpu(), config.max_vcpu))
+                } else {
+                    Verdict::Keep
+                }
+            })
+            .collect())
+    }
+}
+
+nodewright_filter::export_instance_filter!(__TYPE__);
+
+/// Native unit tests: plain Rust over SDK fixtures, no Wasm runtime.
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nodewright_filter::InstanceTypes;
+    use nodewright_filter::fixtures::it;
+
+    #[test]
+    fn drops_types_above_the_vcpu_cap() {
+        let table = InstanceTypes::from_infos(&[
+            it("m7g.large").shape(2, 8).build(),
+            it("m7g.4xlarge").shape(16, 64).build(),
+        ]);
+        let ctx = Context {
+            config: r#"{"maxVcpu": 4}"#.to_string(),
+            ..Context::default()
+        };
+        let verdicts = __TYPE__.filter(&ctx, &table.views()).unwrap();
+        assert_eq!(verdicts[0], Verdict::Keep);
+        assert_eq!(verdicts[1], Verdict::drop("m7g.4xlarge has 16 vCPUs, more than 4"));
+    }
+}
+"##;
+
+const FILTER_HARNESS: &str = r##"//! The built component in the production sandbox
+//! (`cargo test --features harness`).
+
+use nodewright_host::Role;
+use nodewright_host::harness::{self, Harness, it};
+
+#[test]
+fn drops_types_above_the_vcpu_cap() {
+    let wasm = harness::build_component(env!("CARGO_MANIFEST_DIR")).unwrap();
+    let out = Harness::load_file(Role::InstanceFilter, wasm)
+        .unwrap()
+        .with_config(r#"{"maxVcpu": 4}"#)
+        .filter(&[it("m7g.large").shape(2, 8).build(), it("m7g.4xlarge").shape(16, 64).build()])
+        .unwrap();
+    out.assert_kept(&["m7g.large"]);
+    out.assert_dropped_because("m7g.4xlarge", "16 vCPUs");
+}
+"##;
+
+const SCORER_LIB: &str = r#"//! A nodewright priority scorer: higher scores are tried first, ties by price.
+
+use nodewright_filter::{Context, InstanceType, PriorityScorer};
+
+/// The scorer.
+#[derive(Debug, Default)]
+pub struct __TYPE__;
+
+impl PriorityScorer for __TYPE__ {
+    fn score(&self, _ctx: &Context, candidates: &[InstanceType<'_>]) -> Result<Vec<i32>, String> {
+        // Newer generations first.
+        Ok(candidates.iter().map(|it| i32::try_from(it.generation()).unwrap_or(0)).collect())
+    }
+}
+
+nodewright_filter::export_priority_scorer!(__TYPE__);
+
+/// Native unit tests: plain Rust over SDK fixtures, no Wasm runtime.
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nodewright_filter::InstanceTypes;
+    use nodewright_filter::fixtures::it;
+
+    #[test]
+    fn newer_generations_score_higher() {
+        let table = InstanceTypes::from_infos(&[it("m5.large").build(), it("m7g.large").build()]);
+        let scores = __TYPE__.score(&Context::default(), &table.views()).unwrap();
+        assert_eq!(scores, vec![5, 7]);
+    }
+}
+"#;
+
+const SCORER_HARNESS: &str = r#"//! The built component in the production sandbox
+//! (`cargo test --features harness`).
+
+use nodewright_host::Role;
+use nodewright_host::harness::{self, Harness, it};
+
+#[test]
+fn newer_generations_first() {
+    let wasm = harness::build_component(env!("CARGO_MANIFEST_DIR")).unwrap();
+    let out = Harness::load_file(Role::PriorityScorer, wasm)
+        .unwrap()
+        .score(&[it("m5.large").build(), it("m7g.large").build()])
+        .unwrap();
+    out.assert_order(&["m7g.large", "m5.large"]);
+}
+"#;
+
+const SELECTOR_LIB: &str = r#"//! A nodewright AMI selector: indices of usable AMIs, best first.
+
+use nodewright_filter::{Ami, AmiSelector, AmiState, Context};
+
+/// The selector.
+#[derive(Debug, Default)]
+pub struct __TYPE__;
+
+impl AmiSelector for __TYPE__ {
+    fn select(&self, _ctx: &Context, candidates: &[Ami]) -> Result<Vec<u32>, String> {
+        let mut usable: Vec<(u32, &Ami)> = (0u32..)
+            .zip(candidates)
+            .filter(|(_, a)| a.state == AmiState::Available)
+            .collect();
+        usable.sort_by(|(_, a), (_, b)| b.creation_time.cmp(&a.creation_time));
+        Ok(usable.into_iter().map(|(i, _)| i).collect())
+    }
+}
+
+nodewright_filter::export_ami_selector!(__TYPE__);
+
+/// Native unit tests: plain Rust over SDK fixtures, no Wasm runtime.
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nodewright_filter::fixtures::ami;
+
+    #[test]
+    fn newest_available_first() {
+        let amis = [
+            ami("ami-old", 1).build(),
+            ami("ami-new", 2).build(),
+            ami("ami-pending", 3).state(AmiState::Pending).build(),
+        ];
+        assert_eq!(__TYPE__.select(&Context::default(), &amis).unwrap(), vec![1, 0]);
+    }
+}
+"#;
+
+const SELECTOR_HARNESS: &str = r#"//! The built component in the production sandbox
+//! (`cargo test --features harness`).
+
+use nodewright_filter::AmiState;
+use nodewright_host::Role;
+use nodewright_host::harness::{self, Harness, ami};
+
+#[test]
+fn newest_available_first() {
+    let wasm = harness::build_component(env!("CARGO_MANIFEST_DIR")).unwrap();
+    let out = Harness::load_file(Role::AmiSelector, wasm)
+        .unwrap()
+        .select(&[ami("ami-old", 1).build(), ami("ami-new", 2).build(), ami("ami-pending", 3).state(AmiState::Pending).build()])
+        .unwrap();
+    out.assert_order(&["ami-new", "ami-old"]);
+}
+"#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn source_tree_must_hold_the_sdk() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        assert_eq!(
+            source_tree(Some(root)).unwrap(),
+            root.canonicalize().unwrap()
+        );
+        assert!(matches!(
+            source_tree(None),
+            Err(FilterCliError::NoSourceTree)
+        ));
+        let err = source_tree(Some(&root.join("does-not-exist"))).unwrap_err();
+        assert!(err.to_string().contains("cannot resolve it"), "{err}");
+        let err = source_tree(Some(&root.join("src"))).unwrap_err();
+        assert!(
+            err.to_string().contains("has no filters/sdk/Cargo.toml"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn paths_are_toml_strings() {
+        assert_eq!(toml_string(r#"C:\a "b""#), r#""C:\\a \"b\"""#);
+    }
+}

@@ -16,4 +16,5 @@ mod nodeclaim_lifecycle;
 mod nodepool;
 mod provisioning;
 mod simulate;
+mod snapshot;
 mod support;

@@ -12,7 +12,6 @@ pub mod duration;
 pub mod ec2nodeclass;
 pub mod extensions;
 pub mod labels;
-pub mod manifest;
 pub mod nodeclaim;
 pub mod nodepool;
 pub mod requirements;
@@ -26,7 +25,6 @@ pub use extensions::{
     EffectiveExtensions, ExtensionError, ExtensionModule, Extensions, FailurePolicy, ModuleSource,
     ResolvedModule, ResolvedScorer,
 };
-pub use manifest::{Manifest, ManifestError, parse_manifests};
 pub use nodeclaim::{NodeClaim, NodeClaimSpec, NodeClaimStatus, NodeClassReference};
 pub use nodepool::{NodePool, NodePoolSpec, NodePoolStatus};
 pub use requirements::{NodeSelectorRequirementWithMinValues, RequirementOperator};

@@ -31,7 +31,8 @@ enum Command {
     Controller(Box<controller::ControllerArgs>),
     /// Print the CustomResourceDefinitions, or write them to a directory.
     Crds(crds::CrdsArgs),
-    /// Run one provisioning round on YAML manifests and print the plan.
+    /// Run one provisioning round on YAML manifests or a cluster snapshot
+    /// (`-` reads standard input) and print the plan.
     Simulate(simulate::SimulateArgs),
     /// Test an extension component against the catalog, inspect one before
     /// pinning it, or scaffold a new one.

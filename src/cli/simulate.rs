@@ -10,14 +10,18 @@ use crate::aws::catalog::PriceSource;
 use crate::aws::catalog::live::{LiveCatalog, fetch_catalog};
 use crate::aws::clients::{AwsClients, AwsSettings, sdk_config};
 use crate::aws::pricing::{PricingError, PricingProvider};
+use crate::sim::plan::ClusterSummary;
 use crate::sim::{CatalogKind, Plan, SimulateOptions, simulate, simulate_with};
 
 /// Arguments of `nodewright simulate`.
 #[derive(Debug, Args)]
 pub struct SimulateArgs {
-    /// YAML files or directories: NodePools, EC2NodeClasses, Pods, Deployments,
-    /// ReplicaSets, StatefulSets, Jobs, DaemonSets, Nodes, ConfigMaps.
-    #[arg(required = true, value_name = "FILE_OR_DIR")]
+    /// YAML (or JSON) files or directories, or - for standard input:
+    /// NodePools, EC2NodeClasses, NodeClaims, Nodes, Pods, Deployments,
+    /// ReplicaSets, StatefulSets, Jobs, DaemonSets, Namespaces, ConfigMaps,
+    /// and Lists of them. A cluster snapshot works as it is:
+    /// `kubectl get nodepools,ec2nodeclasses,nodeclaims,nodes,namespaces,pods,deployments,replicasets,statefulsets,daemonsets,jobs,pdb -A -o yaml | nodewright simulate -`
+    #[arg(required = true, value_name = "FILE_OR_DIR|-")]
     paths: Vec<PathBuf>,
     /// AWS region: of the embedded catalog, or the one asked with --aws.
     #[arg(long, default_value = "us-east-1")]
@@ -147,12 +151,15 @@ fn render(plan: &Plan) -> String {
     }
     let mut out = table.render();
     out.push_str(&render_extensions(plan));
+    out.push_str(&render_cluster(&plan.cluster));
     for node in &plan.existing_nodes {
-        out.push_str(&format!(
-            "existing node {}: {} pods\n",
-            node.name,
-            node.pods.len()
-        ));
+        let what = if node.in_flight {
+            "in-flight NodeClaim"
+        } else {
+            "existing node"
+        };
+        let pods = count(node.pods.len(), "pod");
+        out.push_str(&format!("{what} {}: {pods} placed\n", node.name));
     }
     if !plan.unschedulable.is_empty() {
         out.push_str("\nunschedulable pods:\n");
@@ -186,6 +193,30 @@ fn render(plan: &Plan) -> String {
         });
     }
     out
+}
+
+/// One line on what the round started from.
+fn render_cluster(cluster: &ClusterSummary) -> String {
+    let c = cluster;
+    let mut line = format!(
+        "\ncluster: {}, {}; pods: {} to place",
+        count(c.nodes, "node"),
+        count(c.in_flight_node_claims, "in-flight NodeClaim"),
+        c.pending_pods
+    );
+    if c.expanded_pods > 0 {
+        line.push_str(&format!(" ({} from workloads)", c.expanded_pods));
+    }
+    line.push_str(&format!(
+        ", {} running, {} ignored (finished, being deleted, or a DaemonSet's)\n",
+        c.bound_pods, c.ignored_pods
+    ));
+    line
+}
+
+/// `1 pod`, `2 pods`.
+fn count(n: usize, noun: &str) -> String {
+    format!("{n} {noun}{}", if n == 1 { "" } else { "s" })
 }
 
 /// One line per extension module and NodePool: what it dropped, how it
@@ -269,6 +300,7 @@ mod tests {
         let mut plan = Plan::new(
             "eu-west-1",
             &SchedulingResult::default(),
+            &Default::default(),
             &Default::default(),
             0.0,
         );

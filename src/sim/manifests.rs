@@ -1,17 +1,23 @@
-//! Reading the YAML that `simulate` is given: files or directories of
-//! multi-document manifests, sorted into the objects the pipeline needs, with
-//! workloads expanded into the pods their controllers would create.
+//! The one reader of the YAML `simulate` is given: files, directories or
+//! standard input (`-`) of multi-document manifests, `kind: List` documents
+//! as `kubectl get -o yaml` prints them (JSON too, which is YAML), sorted into
+//! the objects the pipeline needs. Fields the pipeline does not use (`status`
+//! of workloads, `managedFields`, …) are read and ignored.
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
-use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod, PodTemplateSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
+use serde_json::Value;
 
-use crate::apis::{EC2NodeClass, NodePool};
+use super::workloads::{self, PodSource};
+use crate::apis::{EC2NodeClass, NodeClaim, NodePool};
+
+/// The path that stands for standard input.
+pub const STDIN: &str = "-";
 
 /// Why the manifests could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -19,7 +25,7 @@ pub enum ManifestError {
     /// A file or directory could not be read.
     #[error("{path}: {source}")]
     Io {
-        /// The path given or found.
+        /// The path given or found (`-` for standard input).
         path: PathBuf,
         /// The I/O error.
         #[source]
@@ -28,17 +34,17 @@ pub enum ManifestError {
     /// A document is not valid YAML or does not match its kind's schema.
     #[error("{location}: {message}")]
     Invalid {
-        /// `file` or `file (document N)`.
+        /// `file (document N)`, with `items[i]` inside a List.
         location: String,
         /// What is wrong, from the YAML parser or the kind's schema.
         message: String,
     },
     /// A document's `apiVersion`/`kind` is not one `simulate` reads.
     #[error(
-        "{location}: unsupported kind {api_version}/{kind}; simulate reads NodePool, EC2NodeClass, Pod, Deployment, ReplicaSet, StatefulSet, Job, DaemonSet, Node, Namespace and ConfigMap"
+        "{location}: unsupported kind {api_version}/{kind}; simulate reads NodePool, EC2NodeClass, NodeClaim, Pod, Deployment, ReplicaSet, StatefulSet, Job, DaemonSet, Node, Namespace, ConfigMap and List"
     )]
     UnsupportedKind {
-        /// `file (document N)`.
+        /// `file (document N)`, with `items[i]` inside a List.
         location: String,
         /// The document's `apiVersion`.
         api_version: String,
@@ -46,32 +52,64 @@ pub enum ManifestError {
         kind: String,
     },
     /// No manifests were found under the given paths.
-    #[error("no YAML manifests found in {0}; pass .yaml/.yml files or directories holding them")]
+    #[error(
+        "no YAML manifests found in {0}; pass .yaml/.yml files, directories holding them, or - for standard input"
+    )]
     Empty(String),
 }
 
 /// Kinds that describe no capacity or workload and are skipped without error,
-/// so an application's full manifest set can be passed as it is.
-pub const IGNORED_KINDS: [&str; 8] = [
+/// so an application's full manifest set, or everything `kubectl get -A -o
+/// yaml` prints, can be passed as it is. CronJobs are among them: the Jobs
+/// they created are read, future runs are not simulated.
+pub const IGNORED_KINDS: &[&str] = &[
     "Service",
+    "Endpoints",
+    "EndpointSlice",
+    "Event",
     "ServiceAccount",
     "Secret",
     "PodDisruptionBudget",
     "HorizontalPodAutoscaler",
     "Ingress",
+    "IngressClass",
+    "NetworkPolicy",
     "Role",
     "RoleBinding",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "CronJob",
+    "ControllerRevision",
+    "PodTemplate",
+    "PersistentVolume",
+    "PersistentVolumeClaim",
+    "StorageClass",
+    "CSIDriver",
+    "CSINode",
+    "VolumeAttachment",
+    "LimitRange",
+    "ResourceQuota",
+    "PriorityClass",
+    "RuntimeClass",
+    "Lease",
+    "CustomResourceDefinition",
+    "APIService",
+    "MutatingWebhookConfiguration",
+    "ValidatingWebhookConfiguration",
 ];
 
-/// Everything read from the manifests, workloads already expanded into pods.
+/// Everything read from the manifests.
 #[derive(Debug, Default)]
 pub struct Manifests {
-    /// NodePools, in file order.
+    /// NodePools, in the order read.
     pub node_pools: Vec<NodePool>,
-    /// EC2NodeClasses, in file order.
+    /// EC2NodeClasses, in the order read.
     pub node_classes: Vec<EC2NodeClass>,
-    /// Pods: the ones given directly plus those expanded from workloads.
-    pub pods: Vec<Pod>,
+    /// NodeClaims; those without a Node are in-flight capacity.
+    pub node_claims: Vec<NodeClaim>,
+    /// Pods and the workloads that create them, in the order read; see
+    /// [`Manifests::pods`].
+    pub pod_sources: Vec<PodSource>,
     /// DaemonSets: overhead on every node they would run on.
     pub daemon_sets: Vec<DaemonSet>,
     /// Existing Nodes.
@@ -83,6 +121,15 @@ pub struct Manifests {
     pub namespaces: Vec<Namespace>,
 }
 
+/// One document of a YAML stream, Lists already opened.
+#[derive(Debug, Clone)]
+pub struct Document {
+    /// `origin (document N)`, with `items[i]` inside a List.
+    pub location: String,
+    /// The object.
+    pub value: Value,
+}
+
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct TypeMeta {
@@ -92,13 +139,79 @@ struct TypeMeta {
     kind: String,
 }
 
+/// The documents of one YAML stream, skipping empty ones; the items of a
+/// `List` (and of a typed list such as `PodList`, whose items carry no
+/// `apiVersion`/`kind` of their own) take its place. `origin` names the
+/// stream in locations.
+pub fn documents(origin: &str, text: &str) -> Result<Vec<Document>, ManifestError> {
+    let mut out = Vec::new();
+    for (index, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
+        let location = format!("{origin} (document {})", index + 1);
+        let value = Value::deserialize(document).map_err(|e| ManifestError::Invalid {
+            location: location.clone(),
+            message: e.to_string(),
+        })?;
+        open_lists(location, value, &mut out)?;
+    }
+    Ok(out)
+}
+
+fn open_lists(
+    location: String,
+    value: Value,
+    out: &mut Vec<Document>,
+) -> Result<(), ManifestError> {
+    if value.is_null() {
+        return Ok(());
+    }
+    let meta: TypeMeta = typed(&location, value.clone())?;
+    let Some(item_kind) = meta.kind.strip_suffix("List") else {
+        out.push(Document { location, value });
+        return Ok(());
+    };
+    let Some(Value::Array(items)) = value.get("items") else {
+        return Err(ManifestError::Invalid {
+            location,
+            message: format!(
+                "items: a {} holds its objects in `items`, a list",
+                meta.kind
+            ),
+        });
+    };
+    for (i, mut item) in items.iter().cloned().enumerate() {
+        let item_location = if location.ends_with(')') {
+            format!("{}, items[{i}])", &location[..location.len() - 1])
+        } else {
+            format!("{location} items[{i}]")
+        };
+        // A typed list (`PodList`) names its items' kind once.
+        if let Value::Object(fields) = &mut item
+            && !item_kind.is_empty()
+        {
+            fields
+                .entry("apiVersion")
+                .or_insert_with(|| Value::String(meta.api_version.clone()));
+            fields
+                .entry("kind")
+                .or_insert_with(|| Value::String(item_kind.to_string()));
+        }
+        open_lists(item_location, item, out)?;
+    }
+    Ok(())
+}
+
 impl Manifests {
     /// Reads every `.yaml`/`.yml` file among `paths` (directories recursively,
-    /// in name order).
+    /// in name order; a file named directly whatever its extension), and
+    /// standard input for `-`.
     pub fn load(paths: &[PathBuf]) -> Result<Self, ManifestError> {
         let mut files = Vec::new();
         for path in paths {
-            collect_files(path, &mut files)?;
+            if path.as_os_str() == STDIN {
+                files.push(path.clone());
+            } else {
+                collect_files(path, &mut files)?;
+            }
         }
         if files.is_empty() {
             let names: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
@@ -106,13 +219,27 @@ impl Manifests {
         }
         let mut manifests = Manifests::default();
         for file in files {
-            let text = std::fs::read_to_string(&file).map_err(|source| ManifestError::Io {
+            let io = |source| ManifestError::Io {
                 path: file.clone(),
                 source,
-            })?;
-            manifests.add_yaml(&file.display().to_string(), &text)?;
+            };
+            let (origin, text) = if file.as_os_str() == STDIN {
+                let mut text = String::new();
+                std::io::stdin().read_to_string(&mut text).map_err(io)?;
+                ("stdin".to_string(), text)
+            } else {
+                let text = std::fs::read_to_string(&file).map_err(io)?;
+                (file.display().to_string(), text)
+            };
+            manifests.add_yaml(&origin, &text)?;
         }
         Ok(manifests)
+    }
+
+    /// The pods of the cluster: those given, and for each workload none of
+    /// whose pods is given, the pods its controller would create.
+    pub fn pods(&self) -> Vec<Pod> {
+        workloads::pods(&self.pod_sources)
     }
 
     /// The objects read, as a cluster snapshot (nothing nominated yet).
@@ -123,9 +250,9 @@ impl Manifests {
         crate::cluster::ClusterSnapshot {
             node_pools: shared(&self.node_pools),
             node_classes: shared(&self.node_classes),
-            node_claims: Vec::new(),
+            node_claims: shared(&self.node_claims),
             nodes: shared(&self.nodes),
-            pods: shared(&self.pods),
+            pods: self.pods().into_iter().map(std::sync::Arc::new).collect(),
             daemon_sets: shared(&self.daemon_sets),
             namespaces: shared(&self.namespaces),
             config_maps: shared(&self.config_maps),
@@ -135,64 +262,42 @@ impl Manifests {
 
     /// Adds the documents of one YAML stream; `origin` names it in errors.
     pub fn add_yaml(&mut self, origin: &str, text: &str) -> Result<(), ManifestError> {
-        for (index, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
-            let location = format!("{origin} (document {})", index + 1);
-            let value =
-                serde_yaml::Value::deserialize(document).map_err(|e| ManifestError::Invalid {
-                    location: location.clone(),
-                    message: e.to_string(),
-                })?;
-            if value.is_null() {
-                continue;
-            }
-            self.add_document(&location, value)?;
+        for document in documents(origin, text)? {
+            self.add_document(&document.location, document.value)?;
         }
         Ok(())
     }
 
-    fn add_document(
-        &mut self,
-        location: &str,
-        value: serde_yaml::Value,
-    ) -> Result<(), ManifestError> {
+    /// Adds one object (not a List); `location` names it in errors.
+    pub fn add_document(&mut self, location: &str, value: Value) -> Result<(), ManifestError> {
         let meta: TypeMeta = typed(location, value.clone())?;
         let group = meta.api_version.split('/').next().unwrap_or_default();
         match (group, meta.kind.as_str()) {
             ("karpenter.sh", "NodePool") => self.node_pools.push(typed(location, value)?),
+            ("karpenter.sh", "NodeClaim") => self.node_claims.push(typed(location, value)?),
             ("karpenter.k8s.aws", "EC2NodeClass") => {
                 self.node_classes.push(typed(location, value)?)
             }
-            ("v1", "Pod") => self
-                .pods
-                .push(with_default_namespace(typed(location, value)?)),
+            ("v1", "Pod") => {
+                let pod = with_default_namespace(typed(location, value)?);
+                self.pod_sources.push(PodSource::Pod(Box::new(pod)));
+            }
             ("v1", "Node") => self.nodes.push(typed(location, value)?),
             ("v1", "ConfigMap") => self.config_maps.push(typed(location, value)?),
             ("v1", "Namespace") => self.namespaces.push(typed(location, value)?),
             ("apps", "DaemonSet") => self.daemon_sets.push(typed(location, value)?),
-            ("apps", "Deployment") => {
-                let d: Deployment = typed(location, value)?;
-                let spec = &d.spec;
-                self.expand(&d.metadata, spec.replicas.unwrap_or(1), &spec.template);
-            }
-            ("apps", "ReplicaSet") => {
-                let r: ReplicaSet = typed(location, value)?;
-                let spec = &r.spec;
-                let template = spec.template.clone().unwrap_or_default();
-                self.expand(&r.metadata, spec.replicas.unwrap_or(1), &template);
-            }
-            ("apps", "StatefulSet") => {
-                let s: StatefulSet = typed(location, value)?;
-                let spec = &s.spec;
-                self.expand(&s.metadata, spec.replicas.unwrap_or(1), &spec.template);
-            }
-            ("batch", "Job") => {
-                let j: Job = typed(location, value)?;
-                let spec = j.spec.unwrap_or_default();
-                // Pods running at once: parallelism, never more than completions.
-                let parallelism = spec.parallelism.unwrap_or(1);
-                let count = spec.completions.map_or(parallelism, |c| c.min(parallelism));
-                self.expand(&j.metadata, count, &spec.template);
-            }
+            ("apps", "Deployment") => self
+                .pod_sources
+                .push(PodSource::Deployment(Box::new(typed(location, value)?))),
+            ("apps", "ReplicaSet") => self
+                .pod_sources
+                .push(PodSource::ReplicaSet(Box::new(typed(location, value)?))),
+            ("apps", "StatefulSet") => self
+                .pod_sources
+                .push(PodSource::StatefulSet(Box::new(typed(location, value)?))),
+            ("batch", "Job") => self
+                .pod_sources
+                .push(PodSource::Job(Box::new(typed(location, value)?))),
             (_, kind) if IGNORED_KINDS.contains(&kind) => {}
             _ => {
                 return Err(ManifestError::UnsupportedKind {
@@ -204,25 +309,6 @@ impl Manifests {
         }
         Ok(())
     }
-
-    /// Creates `replicas` pods from a workload's template, named `<workload>-<i>`.
-    fn expand(&mut self, owner: &ObjectMeta, replicas: i32, template: &PodTemplateSpec) {
-        let workload = owner.name.clone().unwrap_or_default();
-        let namespace = owner
-            .namespace
-            .clone()
-            .unwrap_or_else(|| "default".to_string());
-        for i in 0..replicas.max(0) {
-            let mut metadata = template.metadata.clone().unwrap_or_default();
-            metadata.name = Some(format!("{workload}-{i}"));
-            metadata.namespace = Some(namespace.clone());
-            self.pods.push(Pod {
-                metadata,
-                spec: template.spec.clone(),
-                status: None,
-            });
-        }
-    }
 }
 
 fn with_default_namespace(mut pod: Pod) -> Pod {
@@ -233,10 +319,7 @@ fn with_default_namespace(mut pod: Pod) -> Pod {
 }
 
 /// Deserializes one document, naming the offending field in errors.
-fn typed<T: DeserializeOwned>(
-    location: &str,
-    value: serde_yaml::Value,
-) -> Result<T, ManifestError> {
+fn typed<T: DeserializeOwned>(location: &str, value: Value) -> Result<T, ManifestError> {
     serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
         let message = e.into_inner().to_string();
@@ -316,7 +399,7 @@ metadata: {name: web}
         )
         .unwrap();
         let names: Vec<String> = m
-            .pods
+            .pods()
             .iter()
             .map(|p| {
                 format!(
@@ -337,7 +420,7 @@ metadata: {name: web}
             ]
         );
         assert_eq!(
-            m.pods[0]
+            m.pods()[0]
                 .metadata
                 .labels
                 .as_ref()
@@ -373,6 +456,86 @@ metadata: {name: web}
             .to_string();
         assert!(
             err.contains("c.yaml (document 1)") && err.contains("replicas"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn lists_are_opened_in_and_between_documents() {
+        let mut m = Manifests::default();
+        m.add_yaml(
+            "snapshot",
+            r#"
+apiVersion: v1
+kind: List
+metadata: {resourceVersion: ""}
+items:
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: a, namespace: x, uid: u-a, managedFields: [{manager: kubectl, operation: Update}]}
+  spec: {containers: [{name: c, image: x}]}
+  status: {phase: Pending}
+- apiVersion: v1
+  kind: Event
+  metadata: {name: a.17f, namespace: x}
+- apiVersion: discovery.k8s.io/v1
+  kind: EndpointSlice
+  metadata: {name: s, namespace: x}
+---
+apiVersion: v1
+kind: PodList
+items:
+- metadata: {name: b}
+  spec: {containers: [{name: c, image: x}]}
+---
+apiVersion: karpenter.sh/v1
+kind: NodeClaimList
+items:
+- metadata: {name: claim}
+  spec:
+    requirements: []
+    nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+"#,
+        )
+        .unwrap();
+        let names: Vec<String> = m.pods().iter().map(crate::cluster::pod_key).collect();
+        assert_eq!(names, ["x/a", "default/b"]);
+        assert_eq!(m.node_claims.len(), 1);
+    }
+
+    #[test]
+    fn json_is_read_as_well() {
+        let mut m = Manifests::default();
+        m.add_yaml(
+            "snapshot.json",
+            r#"{"apiVersion": "v1", "kind": "List", "items": [
+                {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"}}
+            ]}"#,
+        )
+        .unwrap();
+        assert_eq!(m.nodes.len(), 1);
+    }
+
+    #[test]
+    fn errors_inside_a_list_name_the_item() {
+        let mut m = Manifests::default();
+        let err = m
+            .add_yaml(
+                "stdin",
+                "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Pod\n  metadata: {name: p}\n- apiVersion: example.com/v1\n  kind: Widget\n",
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("stdin (document 1, items[1]): unsupported kind example.com/v1/Widget"),
+            "{err}"
+        );
+        let err = m
+            .add_yaml("stdin", "apiVersion: v1\nkind: List\nitems: {}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("stdin (document 1): items:") && err.contains("a list"),
             "{err}"
         );
     }

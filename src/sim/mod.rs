@@ -1,6 +1,7 @@
-//! `nodewright simulate`: one provisioning round on manifests read from disk,
-//! with the embedded EC2 catalog standing in for the EC2 API, or a catalog
-//! read from it (`--aws`).
+//! `nodewright simulate`: one provisioning round on manifests read from disk
+//! or standard input — hand-written, or a cluster as `kubectl get -o yaml`
+//! prints it — with the embedded EC2 catalog standing in for the EC2 API, or
+//! a catalog read from it (`--aws`).
 //!
 //! The pipeline is the controller's: the manifests become a cluster snapshot,
 //! which `crate::cluster` turns into the scheduler's input (each NodePool's
@@ -10,8 +11,9 @@
 pub mod apiserver;
 pub mod manifests;
 pub mod plan;
+pub mod workloads;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
@@ -51,7 +53,7 @@ pub enum SimulateError {
 /// What to simulate.
 #[derive(Debug, Clone)]
 pub struct SimulateOptions {
-    /// Files or directories of YAML manifests.
+    /// Files or directories of YAML manifests; `-` is standard input.
     pub paths: Vec<PathBuf>,
     /// Region of the embedded catalog.
     pub region: String,
@@ -94,21 +96,46 @@ pub fn plan(
         ignore_preferences,
         ..SchedulerOptions::default()
     };
-    let prepared = scheduler_input(&manifests.snapshot(), instance_types, options);
+    let snapshot = manifests.snapshot();
+    let prepared = scheduler_input(&snapshot, instance_types, options);
     if let Some(problem) = prepared.problems.into_iter().next() {
         return Err(problem.into());
     }
-    let pools: BTreeMap<String, Vec<InstanceType>> = prepared
-        .input
+    let input = &prepared.input;
+    let pools: BTreeMap<String, Vec<InstanceType>> = input
         .node_pools
         .iter()
         .map(|p| (p.name.clone(), p.instance_types.clone()))
         .collect();
+    let in_flight: BTreeSet<String> = input.in_flight.iter().map(|n| n.name.clone()).collect();
+    let given_pods = manifests
+        .pod_sources
+        .iter()
+        .filter(|s| matches!(s, workloads::PodSource::Pod(_)))
+        .count();
+    let bound_pods = input
+        .existing_nodes
+        .iter()
+        .chain(&input.in_flight)
+        .map(|n| n.pods.len())
+        .sum::<usize>();
+    let cluster = plan::ClusterSummary {
+        nodes: input.existing_nodes.len(),
+        in_flight_node_claims: input.in_flight.len(),
+        bound_pods,
+        pending_pods: input.pods.len(),
+        expanded_pods: snapshot.pods.len().saturating_sub(given_pods),
+        ignored_pods: snapshot
+            .pods
+            .len()
+            .saturating_sub(input.pods.len() + bound_pods),
+    };
     let started = Instant::now();
     let result = Scheduler::new(prepared.input).solve();
     let solve_millis = started.elapsed().as_secs_f64() * 1000.0;
     let region = instance_types.catalog().region().to_string();
-    let mut plan = Plan::new(&region, &result, &pools, solve_millis);
+    let mut plan = Plan::new(&region, &result, &pools, &in_flight, solve_millis);
+    plan.cluster = cluster;
     plan.extensions = prepared
         .extensions
         .iter()

@@ -2,7 +2,7 @@
 //!
 //! The JSON shape is documented in the README and kept stable for scripts.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
@@ -44,13 +44,36 @@ pub struct PlannedNodeClaim {
     pub memory_fill: Option<f64>,
 }
 
-/// Pods placed on a node that already exists.
+/// Pods placed on a node that already exists, or on a NodeClaim that
+/// launched and has no Node yet.
 #[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ExistingNodePlan {
-    /// Node name.
+    /// Node name, or the NodeClaim's name when in flight.
     pub name: String,
+    /// Whether it is an in-flight NodeClaim rather than a Node.
+    pub in_flight: bool,
     /// Pods (`namespace/name`) planned onto it.
     pub pods: Vec<String>,
+}
+
+/// What the round started from, so a user can check the snapshot was read
+/// as meant.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterSummary {
+    /// Nodes.
+    pub nodes: usize,
+    /// NodeClaims without a Node yet (in-flight capacity).
+    pub in_flight_node_claims: usize,
+    /// Pods running on, or bound to, a Node.
+    pub bound_pods: usize,
+    /// Pods to place: pending ones and those expanded from workloads.
+    pub pending_pods: usize,
+    /// Of the pods to place, those expanded from workloads without pods.
+    pub expanded_pods: usize,
+    /// Pods left out: finished, being deleted, or a DaemonSet's pending pod.
+    pub ignored_pods: usize,
 }
 
 /// A pod the round cannot place.
@@ -161,7 +184,9 @@ pub struct Plan {
     pub catalog_warnings: Vec<String>,
     /// NodeClaims to create.
     pub node_claims: Vec<PlannedNodeClaim>,
-    /// Existing nodes that receive pods.
+    /// What the round started from.
+    pub cluster: ClusterSummary,
+    /// Existing nodes and in-flight NodeClaims that receive pods.
     pub existing_nodes: Vec<ExistingNodePlan>,
     /// Pods that cannot be placed.
     pub unschedulable: Vec<Unschedulable>,
@@ -194,11 +219,13 @@ fn quantity_bytes(bytes: i64) -> String {
 
 impl Plan {
     /// Builds the plan from a solve; `pools` maps NodePool names to the
-    /// instance types they were offered, for fill figures.
+    /// instance types they were offered, for fill figures; `in_flight` names
+    /// the NodeClaims that had no Node.
     pub fn new(
         region: &str,
         result: &SchedulingResult,
         pools: &BTreeMap<String, Vec<InstanceType>>,
+        in_flight: &BTreeSet<String>,
         solve_millis: f64,
     ) -> Self {
         let mut counters: BTreeMap<&str, usize> = BTreeMap::new();
@@ -264,10 +291,15 @@ impl Plan {
             region: region.to_string(),
             catalog: CatalogKind::Embedded,
             catalog_warnings: Vec::new(),
+            cluster: ClusterSummary::default(),
             node_claims,
             existing_nodes: existing
                 .into_iter()
-                .map(|(name, pods)| ExistingNodePlan { name, pods })
+                .map(|(name, pods)| ExistingNodePlan {
+                    in_flight: in_flight.contains(&name),
+                    name,
+                    pods,
+                })
                 .collect(),
             unschedulable: result
                 .errors

@@ -116,6 +116,66 @@ fn simulate_quickstart_prints_a_plan() {
     assert!(text.contains("new NodeClaims, total $"), "{text}");
 }
 
+/// A cluster snapshot piped through standard input, as
+/// `kubectl get … -A -o yaml | nodewright simulate -` does.
+#[test]
+fn simulate_reads_a_kubectl_snapshot_from_stdin() {
+    use std::io::Write;
+    use std::process::Stdio;
+
+    let snapshot = std::fs::read(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/snapshot/cluster.yaml"),
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nodewright"))
+        .args(["simulate", "-", "--output", "json"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || stdin.write_all(&snapshot));
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(plan["cluster"]["pendingPods"], 3, "{plan}");
+    assert_eq!(plan["cluster"]["boundPods"], 12, "{plan}");
+    assert_eq!(plan["existingNodes"][0]["name"], "general-purpose-t2mfn");
+    assert_eq!(plan["existingNodes"][0]["inFlight"], true);
+    assert_eq!(plan["nodeClaims"].as_array().unwrap().len(), 1, "{plan}");
+    assert_eq!(plan["unschedulable"][0]["pod"], "shop/db-1");
+
+    // A bad document on stdin is named by its place in the stream.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nodewright"))
+        .args(["simulate", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Pod\n  metadata: {name: p}\n  spec: {containers: 7}\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_one_line_error(&out, "stdin (document 1, items[0]): spec.containers");
+}
+
+#[test]
+fn simulate_help_names_stdin() {
+    let out = nodewright(&["simulate", "--help"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("FILE_OR_DIR|-"), "{text}");
+    assert!(text.contains("- for standard input"), "{text}");
+    assert!(text.contains("| nodewright simulate -"), "{text}");
+}
+
 #[test]
 fn simulate_bad_input_is_one_line() {
     let dir = tempdir();

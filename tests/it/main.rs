@@ -22,4 +22,5 @@ mod operator;
 mod pricing;
 mod provisioning;
 mod simulate;
+mod snapshot;
 mod support;

@@ -1015,3 +1015,133 @@ async fn an_instance_in_an_open_reservation_is_not_drifted_but_a_targeted_one_is
         Some(DriftReason::CapacityReservationDrift)
     );
 }
+
+#[tokio::test]
+async fn an_ami_that_is_no_longer_the_class_image_is_drift() {
+    let instance = reserved_instance(CapacityReservationPreference::Open);
+    let describe = mock!(aws_sdk_ec2::Client::describe_instances).then_output(move || {
+        DescribeInstancesOutput::builder()
+            .reservations(Reservation::builder().instances(instance.clone()).build())
+            .build()
+    });
+    let clients = AwsClients {
+        ec2: mock_client!(aws_sdk_ec2, [&describe]),
+        ssm: mock_client!(aws_sdk_ssm, []),
+        iam: mock_client!(aws_sdk_iam, []),
+        pricing: mock_client!(aws_sdk_pricing, []),
+    };
+    let (cloud, _) = provider(clients, "ami-drift-cluster");
+    let class = class("ami-drift-class", &mock_net(), "");
+    let mut launched = claim("ami-drift", "ami-drift-class", &["m5.large"], "on-demand");
+    launched.metadata.labels.as_mut().unwrap().insert(
+        "node.kubernetes.io/instance-type".to_string(),
+        "m5.large".to_string(),
+    );
+    launched.status = Some(nodewright::apis::NodeClaimStatus {
+        provider_id: Some("aws:///us-east-1a/i-0000000000000000a".to_string()),
+        image_id: Some("ami-old".to_string()),
+        ..Default::default()
+    });
+    assert_eq!(
+        cloud.is_drifted(&launched, &class).await.unwrap(),
+        Some(DriftReason::AmiDrift)
+    );
+    assert_eq!(
+        describe.num_calls(),
+        0,
+        "AMI drift needs no instance lookup"
+    );
+}
+
+#[tokio::test]
+async fn a_template_created_by_someone_else_meanwhile_is_described_and_used() {
+    use aws_sdk_ec2::error::ErrorMetadata;
+    use aws_sdk_ec2::operation::create_launch_template::CreateLaunchTemplateError;
+    use aws_sdk_ec2::operation::describe_launch_templates::DescribeLaunchTemplatesOutput;
+    let create = mock!(aws_sdk_ec2::Client::create_launch_template).then_error(|| {
+        CreateLaunchTemplateError::generic(
+            ErrorMetadata::builder()
+                .code("InvalidLaunchTemplateName.AlreadyExistsException")
+                .build(),
+        )
+    });
+    let describe =
+        mock!(aws_sdk_ec2::Client::describe_launch_templates).then_compute_output(|input| {
+            let name = input.launch_template_names()[0].clone();
+            DescribeLaunchTemplatesOutput::builder()
+                .launch_templates(
+                    LaunchTemplate::builder()
+                        .launch_template_name(name)
+                        .launch_template_id("lt-theirs")
+                        .build(),
+                )
+                .build()
+        });
+    let clients = AwsClients {
+        ec2: mock_client!(aws_sdk_ec2, RuleMode::MatchAny, [&create, &describe]),
+        ssm: mock_client!(aws_sdk_ssm, []),
+        iam: mock_client!(aws_sdk_iam, []),
+        pricing: mock_client!(aws_sdk_pricing, []),
+    };
+    let (cloud, _) = provider(clients, "race-cluster");
+    let class = class("race-class", &mock_net(), "");
+    let spec = nodewright::aws::launch_template::build_spec(
+        &class.class,
+        &claim("race", "race-class", &["m5.large"], "on-demand"),
+        &settings("race-cluster"),
+        &nodewright::aws::launch_template::TemplateChoice {
+            capacity_type: "on-demand",
+            image_id: "ami-amd64",
+            max_pods: Some(29),
+            reservation: None,
+            tags: &BTreeMap::new(),
+        },
+    )
+    .unwrap();
+    let ensured = cloud.launch_templates().ensure(&spec).await.unwrap();
+    assert_eq!(ensured.id.as_deref(), Some("lt-theirs"));
+    assert_eq!(ensured.name, spec.name());
+    cloud.launch_templates().ensure(&spec).await.unwrap();
+    assert_eq!(
+        (create.num_calls(), describe.num_calls()),
+        (1, 1),
+        "then cached"
+    );
+}
+
+#[tokio::test]
+async fn a_template_deleted_behind_the_cache_is_created_again_once() {
+    use aws_sdk_ec2::error::ErrorMetadata;
+    use aws_sdk_ec2::operation::create_fleet::CreateFleetError as CreateFleetCallError;
+    let mut mock = mock_ec2(|| unreachable!("replaced below"));
+    mock.rules[2] = mock!(aws_sdk_ec2::Client::create_fleet)
+        .sequence()
+        .error(|| {
+            CreateFleetCallError::generic(
+                ErrorMetadata::builder()
+                    .code("InvalidLaunchTemplateName.NotFoundException")
+                    .build(),
+            )
+        })
+        .output(|| {
+            CreateFleetOutput::builder()
+                .instances(fleet_instance("m5.large", "us-east-1a"))
+                .build()
+        })
+        .build();
+    let (cloud, _) = mocked_provider(&mock, "vanished-cluster");
+    let class = class("vanished-class", &mock_net(), "");
+    cloud
+        .create(
+            &claim("vanished", "vanished-class", &["m5.large"], "on-demand"),
+            &class,
+        )
+        .await
+        .unwrap();
+    let calls: Vec<usize> = mock.rules.iter().map(Rule::num_calls).collect();
+    assert_eq!(
+        calls,
+        [1, 2, 2],
+        "template created again, fleet retried once"
+    );
+}

@@ -377,3 +377,191 @@ fn ec2_volume_type(volume: VolumeType) -> Ec2VolumeType {
         VolumeType::Gp3 => Ec2VolumeType::Gp3,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> LaunchTemplateSpec {
+        LaunchTemplateSpec {
+            node_class: "default".to_string(),
+            image_id: "ami-1".to_string(),
+            instance_profile: "nodes".to_string(),
+            security_group_ids: vec!["sg-1".to_string()],
+            user_data: "aGk=".to_string(),
+            block_device_mappings: default_block_device_mappings(AMIFamily::AL2023),
+            metadata_options: MetadataOptions::default(),
+            detailed_monitoring: false,
+            associate_public_ip_address: None,
+            ip_prefix_count: None,
+            network_interfaces: Vec::new(),
+            connection_tracking: None,
+            cpu_options: None,
+            ip_family: IpFamily::Ipv4,
+            capacity_type: "on-demand".to_string(),
+            reservation: None,
+            dedicated_tenancy: false,
+            tags: [("team".to_string(), "web".to_string())].into(),
+        }
+    }
+
+    #[test]
+    fn the_name_is_a_hash_of_the_content() {
+        let name = spec().name();
+        assert!(name.starts_with(NAME_PREFIX));
+        assert_eq!(name, spec().name());
+        let other = LaunchTemplateSpec {
+            image_id: "ami-2".to_string(),
+            ..spec()
+        };
+        assert_ne!(name, other.name());
+    }
+
+    #[test]
+    fn security_groups_go_on_the_template_unless_an_interface_is_needed() {
+        let data = spec().data().unwrap();
+        assert_eq!(data.security_group_ids(), ["sg-1"]);
+        assert!(data.network_interfaces().is_empty());
+        let public = LaunchTemplateSpec {
+            associate_public_ip_address: Some(true),
+            ip_prefix_count: Some(2),
+            ..spec()
+        }
+        .data()
+        .unwrap();
+        assert!(public.security_group_ids().is_empty());
+        let primary = &public.network_interfaces()[0];
+        assert_eq!(primary.groups(), ["sg-1"]);
+        assert_eq!(primary.associate_public_ip_address(), Some(true));
+        assert_eq!(primary.ipv4_prefix_count(), Some(2));
+        let efa = LaunchTemplateSpec {
+            network_interfaces: vec![
+                NetworkInterface {
+                    network_card_index: 0,
+                    device_index: 0,
+                    interface_type: InterfaceType::Interface,
+                },
+                NetworkInterface {
+                    network_card_index: 1,
+                    device_index: 0,
+                    interface_type: InterfaceType::EfaOnly,
+                },
+            ],
+            associate_public_ip_address: Some(true),
+            ..spec()
+        }
+        .data()
+        .unwrap();
+        let kinds: Vec<(Option<&str>, Option<bool>)> = efa
+            .network_interfaces()
+            .iter()
+            .map(|i| (i.interface_type(), i.associate_public_ip_address()))
+            .collect();
+        assert_eq!(
+            kinds,
+            [(Some("interface"), Some(true)), (Some("efa-only"), None)]
+        );
+    }
+
+    #[test]
+    fn imds_defaults_to_v2_with_instance_tags_off() {
+        let data = spec().data().unwrap();
+        let metadata = data.metadata_options().unwrap();
+        assert_eq!(
+            metadata.http_tokens(),
+            Some(&LaunchTemplateHttpTokensState::Required)
+        );
+        assert_eq!(metadata.http_put_response_hop_limit(), Some(1));
+        assert_eq!(
+            metadata.instance_metadata_tags(),
+            Some(&LaunchTemplateInstanceMetadataTagsState::Disabled)
+        );
+    }
+
+    #[test]
+    fn reservations_are_targeted_and_other_launches_opt_out() {
+        let on_demand = spec().data().unwrap();
+        let preference = on_demand
+            .capacity_reservation_specification()
+            .unwrap()
+            .capacity_reservation_preference();
+        assert_eq!(preference, Some(&CapacityReservationPreference::None));
+        let block = LaunchTemplateSpec {
+            capacity_type: "reserved".to_string(),
+            reservation: Some(ReservationTarget {
+                id: "cr-1".to_string(),
+                capacity_block: true,
+                interruptible: false,
+            }),
+            ..spec()
+        }
+        .data()
+        .unwrap();
+        let reservation = block.capacity_reservation_specification().unwrap();
+        assert_eq!(
+            reservation.capacity_reservation_preference(),
+            Some(&CapacityReservationPreference::CapacityReservationsOnly)
+        );
+        assert_eq!(
+            reservation
+                .capacity_reservation_target()
+                .unwrap()
+                .capacity_reservation_id(),
+            Some("cr-1")
+        );
+        assert_eq!(
+            block.instance_market_options().unwrap().market_type(),
+            Some(&MarketType::CapacityBlock)
+        );
+    }
+
+    #[test]
+    fn spot_templates_tag_the_spot_request_too() {
+        let resources = |spec: LaunchTemplateSpec| -> Vec<String> {
+            spec.data()
+                .unwrap()
+                .tag_specifications()
+                .iter()
+                .map(|t| t.resource_type().unwrap().as_str().to_string())
+                .collect()
+        };
+        assert_eq!(resources(spec()), ["network-interface"]);
+        let spot = LaunchTemplateSpec {
+            capacity_type: "spot".to_string(),
+            ..spec()
+        };
+        assert_eq!(
+            resources(spot),
+            ["network-interface", "spot-instances-request"]
+        );
+    }
+
+    #[test]
+    fn family_block_devices_and_sizes() {
+        let sizes = |family| -> Vec<(String, String)> {
+            default_block_device_mappings(family)
+                .into_iter()
+                .map(|m| (m.device_name.unwrap(), m.ebs.unwrap().volume_size.unwrap()))
+                .collect()
+        };
+        assert_eq!(
+            sizes(AMIFamily::AL2023),
+            [("/dev/xvda".into(), "20Gi".into())]
+        );
+        assert_eq!(
+            sizes(AMIFamily::Bottlerocket),
+            [
+                ("/dev/xvda".into(), "4Gi".into()),
+                ("/dev/xvdb".into(), "20Gi".into())
+            ]
+        );
+        assert_eq!(
+            sizes(AMIFamily::Windows2022),
+            [("/dev/sda1".into(), "50Gi".into())]
+        );
+        assert!(sizes(AMIFamily::Custom).is_empty());
+        assert_eq!(volume_size_gib("20Gi"), Ok(20));
+        assert_eq!(volume_size_gib("100G"), Ok(94));
+        assert!(volume_size_gib("lots").is_err());
+    }
+}

@@ -53,6 +53,52 @@ pub fn find_condition<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'
     conditions.iter().find(|c| c.type_ == type_)
 }
 
+/// Sets condition `type_` in `conditions` (adding it when missing). The
+/// transition time moves only when the status changes; returns whether
+/// anything about the condition changed.
+pub fn set_condition(
+    conditions: &mut Vec<Condition>,
+    type_: &str,
+    status: ConditionStatus,
+    reason: &str,
+    message: &str,
+    observed_generation: Option<i64>,
+) -> bool {
+    let now = Time(k8s_openapi::jiff::Timestamp::now());
+    match conditions.iter_mut().find(|c| c.type_ == type_) {
+        Some(existing) => {
+            let changed = existing.status != status
+                || existing.reason.as_deref() != Some(reason)
+                || existing.message.as_deref() != Some(message)
+                || existing.observed_generation != observed_generation;
+            if existing.status != status {
+                existing.last_transition_time = now;
+            }
+            existing.status = status;
+            existing.reason = Some(reason.to_string());
+            existing.message = Some(message.to_string());
+            existing.observed_generation = observed_generation;
+            changed
+        }
+        None => {
+            conditions.push(Condition {
+                type_: type_.to_string(),
+                status,
+                observed_generation,
+                last_transition_time: now,
+                reason: Some(reason.to_string()),
+                message: Some(message.to_string()),
+            });
+            true
+        }
+    }
+}
+
+/// Whether condition `type_` is present and `True`.
+pub fn is_condition_true(conditions: &[Condition], type_: &str) -> bool {
+    find_condition(conditions, type_).is_some_and(Condition::is_true)
+}
+
 /// The root condition of every resource; computed from the others.
 pub const READY: &str = "Ready";
 

@@ -223,6 +223,26 @@ pub struct EffectiveExtensions {
     pub priority_scorers: Vec<ResolvedScorer>,
 }
 
+impl EffectiveExtensions {
+    /// Every module, filters first, then scorers, then the AMI selector.
+    pub fn modules(&self) -> impl Iterator<Item = &ResolvedModule> {
+        self.instance_filters
+            .iter()
+            .chain(self.priority_scorers.iter().map(|s| &s.module))
+            .chain(std::iter::once(&self.ami_selector))
+    }
+
+    /// The ConfigMaps (`namespace`, `name`) modules are stored in.
+    pub fn config_map_references(&self) -> Vec<(&str, &str)> {
+        self.modules()
+            .filter_map(|module| match &module.source {
+                ModuleSource::ConfigMap(cm) => Some((cm.namespace.as_str(), cm.name.as_str())),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
 /// An extension entry that the apiserver would have refused (or that bypassed it).
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ExtensionError {

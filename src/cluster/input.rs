@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod as K8sPod};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::{ClusterSnapshot, pod_key};
 use crate::apis::conditions::find_condition;
@@ -105,8 +106,8 @@ pub struct Prepared {
 ///   ignored; pending pods owned by a DaemonSet are the DaemonSet's to place;
 ///   pods with `spec.nodeName` count on that node; nominated pods on their
 ///   nominee; every other pod is to be placed.
-/// - A NodeClaim launched (`status.allocatable`) but without a Node yet is
-///   in-flight capacity; one that registered is represented by its Node.
+/// - A NodeClaim without a Node yet is in flight (see [`in_flight_node`]);
+///   one that registered is represented by its Node.
 pub fn scheduler_input(
     snapshot: &ClusterSnapshot,
     instance_types: &InstanceTypeProvider,
@@ -161,14 +162,13 @@ pub fn scheduler_input(
         let name = claim.metadata.name.clone().unwrap_or_default();
         let pods = bound.remove(&name).unwrap_or_default();
         match in_flight_node(claim, &pods) {
-            Ok(Some(node)) => in_flight.push(node),
-            Ok(None) => {}
+            Ok(node) => in_flight.push(node),
             Err(e) => problems.push(e.into()),
         }
     }
     for (node, pods) in bound {
-        // Nominations to a NodeClaim that is not launched yet hold their pods
-        // back; a nodeName naming no node is a problem.
+        // A nomination to a NodeClaim or Node that is gone holds its pods back
+        // until it expires; a nodeName naming no node is a problem.
         for pod in pods {
             let nominated = snapshot.nominated.contains_key(&pod_key(&pod));
             if !nominated {
@@ -323,33 +323,46 @@ fn registered(snapshot: &ClusterSnapshot, claim: &NodeClaim) -> bool {
     })
 }
 
-/// A launched NodeClaim without a Node, as the node it will become; `None`
-/// when it has not launched yet (no allocatable to place pods on).
-fn in_flight_node(
-    claim: &NodeClaim,
-    pods: &[K8sPod],
-) -> Result<Option<ExistingNode>, ConvertError> {
+/// A NodeClaim without a Node, as the node it will become. Launched, it
+/// offers its `status.allocatable`; not launched yet, it takes no pods but
+/// its requests count against its NodePool's limits, and pods nominated to
+/// it count where they will run.
+fn in_flight_node(claim: &NodeClaim, pods: &[K8sPod]) -> Result<ExistingNode, ConvertError> {
     let name = claim.metadata.name.clone().unwrap_or_default();
     let object = format!("NodeClaim {name}");
-    let status = claim.status.as_ref();
-    let Some(allocatable) = status.and_then(|s| s.allocatable.as_ref()) else {
-        return Ok(None);
+    let parse = |field: &str, list: Option<&BTreeMap<String, Quantity>>| {
+        Resources::parse(
+            list.into_iter()
+                .flatten()
+                .map(|(k, v)| (k.as_str(), v.0.as_str())),
+        )
+        .map_err(|source| ConvertError::Quantity {
+            object: object.clone(),
+            field: field.to_string(),
+            source,
+        })
     };
-    let parse =
-        |field: &str,
-         list: &BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>| {
-            Resources::parse(list.iter().map(|(k, v)| (k.as_str(), v.0.as_str()))).map_err(
-                |source| ConvertError::Quantity {
-                    object: object.clone(),
-                    field: field.to_string(),
-                    source,
-                },
+    let status = claim.status.as_ref();
+    let (capacity, allocatable) = match status.and_then(|s| s.allocatable.as_ref()) {
+        Some(allocatable) => {
+            let allocatable = parse("status.allocatable", Some(allocatable))?;
+            let capacity = match status.and_then(|s| s.capacity.as_ref()) {
+                Some(capacity) => parse("status.capacity", Some(capacity))?,
+                None => allocatable.clone(),
+            };
+            (capacity, allocatable)
+        }
+        None => {
+            let requests = claim
+                .spec
+                .resources
+                .as_ref()
+                .and_then(|r| r.requests.as_ref());
+            (
+                parse("spec.resources.requests", requests)?,
+                Resources::zero(),
             )
-        };
-    let allocatable = parse("status.allocatable", allocatable)?;
-    let capacity = match status.and_then(|s| s.capacity.as_ref()) {
-        Some(capacity) => parse("status.capacity", capacity)?,
-        None => allocatable.clone(),
+        }
     };
     let mut labels = node_claim_requirements(claim)?.single_value_labels();
     labels.extend(claim.metadata.labels.clone().unwrap_or_default());
@@ -361,7 +374,7 @@ fn in_flight_node(
         .enumerate()
         .map(|(i, t)| convert::taint_from_k8s(&object, &format!("spec.taints[{i}]"), t))
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(Some(ExistingNode {
+    Ok(ExistingNode {
         name,
         labels,
         taints,
@@ -373,7 +386,7 @@ fn in_flight_node(
             .collect::<Result<_, _>>()?,
         initialized: false,
         marked_for_deletion: claim.metadata.deletion_timestamp.is_some(),
-    }))
+    })
 }
 
 /// Labels per namespace, for `namespaceSelector`s: those of the given

@@ -1,10 +1,12 @@
-//! The cluster as provisioning sees it: the objects a decision is made from
+//! The cluster as provisioning sees it: the shared in-memory view the
+//! controllers read ([`ClusterState`]), the objects a decision is made from
 //! ([`ClusterSnapshot`]) and their conversion into the scheduler's input
 //! ([`scheduler_input`]). Provisioning, disruption's what-ifs and `simulate`
 //! all build their input here, so they agree on which pods are pending,
 //! which nodes and NodeClaims exist and what each NodePool may launch.
 
 mod input;
+mod state;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,6 +17,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod};
 use crate::apis::{EC2NodeClass, NodeClaim, NodePool};
 
 pub use input::{InputError, PoolOutcome, Prepared, scheduler_input};
+pub use state::{ClusterState, StateDriver, Watched};
 
 /// The objects of a cluster a provisioning decision is made from, shared
 /// rather than copied (a controller's reflector stores hand out `Arc`s).

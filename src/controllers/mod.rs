@@ -2,7 +2,10 @@
 //! one, the EC2NodeClass status controller; provisioning, launch and
 //! disruption are not built yet.
 
+pub mod nodeclaim;
 pub mod nodeclass;
+pub mod nodepool;
+pub mod provisioning;
 
 use std::sync::Arc;
 
@@ -56,6 +59,19 @@ pub enum ControllerError {
     /// A blocking extension task panicked or was cancelled.
     #[error("extension task: {0}")]
     Task(#[from] tokio::task::JoinError),
+}
+
+/// `text` cut to at most `max` bytes on a character boundary (event notes
+/// and condition messages have limits the API server enforces).
+pub fn truncate(mut text: String, max: usize) -> String {
+    if text.len() > max {
+        let mut end = max;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+    }
+    text
 }
 
 /// Runs every controller until a shutdown signal (SIGTERM, Ctrl-C).

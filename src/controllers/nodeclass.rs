@@ -26,9 +26,7 @@ use tracing::Instrument;
 use super::{Context, ControllerError};
 use crate::apis::conditions::find_condition;
 use crate::apis::ec2nodeclass::AMIStatus;
-use crate::apis::{
-    Condition, ConditionStatus, EC2NodeClass, FailurePolicy, ModuleSource, NodePool,
-};
+use crate::apis::{Condition, ConditionStatus, EC2NodeClass, FailurePolicy, NodePool};
 use crate::aws::amis::{amis_ready_condition, status_amis};
 use crate::aws::instance_types::InstanceTypeProvider;
 use crate::extensions::{
@@ -219,18 +217,11 @@ async fn referenced_config_maps(
     let Ok(effective) = class.spec.effective_extensions() else {
         return Ok(Vec::new());
     };
-    let modules = effective
-        .instance_filters
-        .iter()
-        .chain(effective.priority_scorers.iter().map(|s| &s.module))
-        .chain(std::iter::once(&effective.ami_selector));
     let mut found = Vec::new();
-    for module in modules {
-        if let ModuleSource::ConfigMap(reference) = &module.source {
-            let api: Api<ConfigMap> = Api::namespaced(context.client.clone(), &reference.namespace);
-            if let Some(config_map) = api.get_opt(&reference.name).await? {
-                found.push(config_map);
-            }
+    for (namespace, name) in effective.config_map_references() {
+        let api: Api<ConfigMap> = Api::namespaced(context.client.clone(), namespace);
+        if let Some(config_map) = api.get_opt(name).await? {
+            found.push(config_map);
         }
     }
     Ok(found)
@@ -387,7 +378,7 @@ async fn publish_changes(
         let event = Event {
             type_,
             reason: reason.to_string(),
-            note: Some(truncate(note, MAX_NOTE_BYTES)),
+            note: Some(super::truncate(note, MAX_NOTE_BYTES)),
             action: "Reconcile".to_string(),
             secondary: None,
         };
@@ -395,16 +386,4 @@ async fn publish_changes(
             tracing::warn!(%error, reason, "cannot publish event");
         }
     }
-}
-
-/// `text` cut to at most `max` bytes on a character boundary.
-fn truncate(mut text: String, max: usize) -> String {
-    if text.len() > max {
-        let mut end = max;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text.truncate(end);
-    }
-    text
 }

@@ -46,6 +46,45 @@ pub fn requirements_from_api(
     Ok(out)
 }
 
+/// Scheduler requirements as API requirements (a NodeClaim's
+/// `spec.requirements`): `In`, `NotIn`, `Exists`, `DoesNotExist`, and `Gt` /
+/// `Lt` for integer bounds (both when both are set), with `minValues`.
+pub fn requirements_to_api(
+    requirements: &Requirements,
+) -> Vec<NodeSelectorRequirementWithMinValues> {
+    use crate::apis::RequirementOperator as Api;
+    let mut out = Vec::new();
+    for r in requirements.iter() {
+        let min_values = r.min_values.map(i64::from);
+        let entry =
+            |operator: Api, values: Option<Vec<String>>| NodeSelectorRequirementWithMinValues {
+                key: r.key.clone(),
+                operator,
+                values,
+                min_values,
+            };
+        let values = r.values.values().to_vec();
+        match r.values.operator() {
+            Operator::In => out.push(entry(Api::In, Some(values))),
+            Operator::DoesNotExist => out.push(entry(Api::DoesNotExist, None)),
+            Operator::NotIn => out.push(entry(Api::NotIn, Some(values))),
+            _ => {
+                let bounded = r.values.greater_than().is_some() || r.values.less_than().is_some();
+                if !bounded {
+                    out.push(entry(Api::Exists, None));
+                }
+            }
+        }
+        if let Some(gt) = r.values.greater_than() {
+            out.push(entry(Api::Gt, Some(vec![gt.to_string()])));
+        }
+        if let Some(lt) = r.values.less_than() {
+            out.push(entry(Api::Lt, Some(vec![lt.to_string()])));
+        }
+    }
+    out
+}
+
 /// A NodeClaim's requirements (`spec.requirements`).
 pub fn node_claim_requirements(claim: &NodeClaim) -> Result<Requirements, ConvertError> {
     let object = format!(
@@ -163,6 +202,31 @@ spec:
         assert_eq!(spec.taints.len(), 1);
         assert_eq!(spec.startup_taints.len(), 1);
         assert_eq!(spec.limits.get("cpu"), Some(&100_000));
+    }
+
+    #[test]
+    fn requirements_round_trip_through_the_api_form() {
+        let mut reqs = Requirements::new();
+        reqs.add(
+            Requirement::new("zone", Operator::In, &["a", "b"])
+                .unwrap()
+                .with_min_values(2),
+        );
+        reqs.add(Requirement::new("family", Operator::NotIn, &["t3"]).unwrap());
+        reqs.add(Requirement::new("gpu", Operator::DoesNotExist, &[]).unwrap());
+        reqs.add(Requirement::new("team", Operator::Exists, &[]).unwrap());
+        let mut cpu = Requirement::new("cpu", Operator::Gt, &["2"]).unwrap();
+        cpu = cpu.intersection(&Requirement::new("cpu", Operator::Lt, &["16"]).unwrap());
+        reqs.add(cpu);
+        let api = requirements_to_api(&reqs);
+        assert_eq!(api.len(), 6, "{api:?}");
+        let back = requirements_from_api("test", "spec.requirements", &api).unwrap();
+        for key in ["zone", "family", "gpu", "team"] {
+            assert_eq!(back.get(key), reqs.get(key), "{key}");
+        }
+        let cpu = back.get("cpu").unwrap();
+        assert!(cpu.has("3") && cpu.has("15") && !cpu.has("2") && !cpu.has("16"));
+        assert_eq!(back.get("zone").unwrap().min_values, Some(2));
     }
 
     #[test]

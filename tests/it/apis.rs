@@ -397,7 +397,7 @@ fn nodepool_rules_reject_bad_manifests() {
         ),
         None,
         "spec.template.spec.requirements[0].operator",
-        "unsupported value",
+        "Unsupported value",
     );
     assert_rejected(
         &requirement(
@@ -479,7 +479,7 @@ fn nodepool_rules_reject_bad_manifests() {
         ),
         None,
         "spec.template.metadata.labels.team",
-        "does not match pattern",
+        "should match",
     );
     assert_rejected(
         &with(
@@ -489,7 +489,7 @@ fn nodepool_rules_reject_bad_manifests() {
         ),
         None,
         "spec.disruption.consolidationPolicy",
-        "unsupported value",
+        "Unsupported value",
     );
     assert_rejected(
         &with(
@@ -509,7 +509,7 @@ fn nodepool_rules_reject_bad_manifests() {
         ),
         None,
         "spec.disruption.budgets[0].nodes",
-        "does not match pattern",
+        "should match",
     );
     assert_rejected(
         &with(
@@ -519,7 +519,7 @@ fn nodepool_rules_reject_bad_manifests() {
         ),
         None,
         "spec.disruption.consolidateAfter",
-        "does not match pattern",
+        "should match",
     );
     assert_rejected(
         &with(pool.clone(), "/spec/weight", json!(0)),
@@ -545,7 +545,7 @@ fn nodepool_rules_reject_bad_manifests() {
         ),
         None,
         "spec.template.spec.taints[0].effect",
-        "unsupported value",
+        "Unsupported value",
     );
     assert_rejected(
         &with(
@@ -623,7 +623,7 @@ fn nodeclaim_rules_reject_bad_manifests() {
         &with(claim.clone(), "/status/conditions/0/status", json!("Maybe")),
         None,
         "status.conditions[0].status",
-        "unsupported value",
+        "Unsupported value",
     );
 }
 
@@ -749,7 +749,7 @@ fn ec2nodeclass_rules_reject_bad_manifests() {
         ),
         None,
         "spec.blockDeviceMappings[0].ebs.volumeSize",
-        "does not match pattern",
+        "should match",
     );
     assert_rejected(
         &with(
@@ -829,7 +829,7 @@ fn extension_rules_reject_bad_manifests() {
         &with(class.clone(), &format!("{filter}/sha256"), json!("ABC123")),
         None,
         "spec.extensions.instanceFilters[1].sha256",
-        "does not match pattern",
+        "should match",
     );
     assert_rejected(
         &with(
@@ -839,7 +839,7 @@ fn extension_rules_reject_bad_manifests() {
         ),
         None,
         "spec.extensions.instanceFilters[1].url",
-        "does not match pattern",
+        "should match",
     );
     assert_rejected(
         &with(
@@ -849,13 +849,13 @@ fn extension_rules_reject_bad_manifests() {
         ),
         None,
         "spec.extensions.instanceFilters[1].failurePolicy",
-        "unsupported value",
+        "Unsupported value",
     );
     assert_rejected(
         &with(class.clone(), &format!("{filter}/timeout"), json!("fast")),
         None,
         "spec.extensions.instanceFilters[1].timeout",
-        "does not match pattern",
+        "should match",
     );
     assert_rejected(
         &with(

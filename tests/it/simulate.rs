@@ -270,3 +270,24 @@ spec:
     }
     assert!(!reason.contains("no instance type"), "{reason}");
 }
+
+#[test]
+fn the_amd_gpu_workload_schedules_on_g4ad() {
+    let plan = run(&["examples/workloads/gpu-amd"]).unwrap();
+    assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
+    assert_eq!(plan.node_claims.len(), 1);
+    let claim = &plan.node_claims[0];
+    assert!(
+        claim.instance_type.starts_with("g4ad."),
+        "{}",
+        claim.instance_type
+    );
+    assert!(
+        claim
+            .instance_type_options
+            .iter()
+            .all(|o| o.starts_with("g4ad.")),
+        "{:?}",
+        claim.instance_type_options
+    );
+}

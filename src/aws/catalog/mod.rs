@@ -6,6 +6,7 @@
 //! EC2 API, so one resolver serves both.
 
 pub mod describe;
+pub mod retired;
 
 use std::collections::{BTreeSet, HashMap};
 use std::io::Read;
@@ -19,6 +20,9 @@ const INSTANCE_TYPES_GZ: &[u8] = include_bytes!("data/instance-types.json.gz");
 const OFFERINGS_US_EAST_1_GZ: &[u8] = include_bytes!("data/offerings-us-east-1.json.gz");
 const OFFERINGS_US_WEST_2_GZ: &[u8] = include_bytes!("data/offerings-us-west-2.json.gz");
 const PRICES_US_EAST_1_GZ: &[u8] = include_bytes!("data/on-demand-prices-us-east-1.json.gz");
+/// Current types the moto-derived file lacks, with their offerings; provenance
+/// per family in `data/README.md`.
+const EXTRA_INSTANCE_TYPES_JSON: &str = include_str!("data/extra-instance-types.json");
 
 /// The region whose on-demand price snapshot is embedded.
 pub const PRICED_REGION: &str = "us-east-1";
@@ -47,6 +51,16 @@ pub enum CatalogError {
         /// What went wrong.
         #[source]
         source: std::io::Error,
+    },
+    /// An instance type is defined twice in the embedded files (a build defect).
+    #[error(
+        "embedded catalog file {file} redefines instance type {instance_type}; remove it from one of the files"
+    )]
+    DuplicateType {
+        /// The file whose entry repeats an existing one.
+        file: &'static str,
+        /// The repeated instance type.
+        instance_type: String,
     },
 }
 
@@ -86,6 +100,11 @@ impl PriceBook {
         self.on_demand.get(instance_type).copied()
     }
 
+    /// Every instance type with a price, in no particular order.
+    pub fn instance_types(&self) -> impl Iterator<Item = &str> {
+        self.on_demand.keys().map(String::as_str)
+    }
+
     /// Where the prices come from.
     pub fn source(&self) -> &PriceSource {
         &self.source
@@ -113,15 +132,46 @@ struct PriceFile {
     regions: HashMap<String, HashMap<String, f64>>,
 }
 
+/// `data/extra-instance-types.json`: `DescribeInstanceTypes` entries and, per
+/// region, `DescribeInstanceTypeOfferings` entries.
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct ExtraFile {
+    instance_types: Vec<InstanceTypeInfo>,
+    instance_type_offerings: HashMap<String, Vec<InstanceTypeOffering>>,
+}
+
 fn decode<T: for<'de> Deserialize<'de>>(file: &'static str, gz: &[u8]) -> Result<T, CatalogError> {
     let mut text = String::new();
     GzDecoder::new(gz)
         .read_to_string(&mut text)
         .map_err(|source| CatalogError::Decode { file, source })?;
-    serde_json::from_str(&text).map_err(|e| CatalogError::Decode {
+    parse(file, &text)
+}
+
+fn parse<T: for<'de> Deserialize<'de>>(file: &'static str, text: &str) -> Result<T, CatalogError> {
+    serde_json::from_str(text).map_err(|e| CatalogError::Decode {
         file,
         source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
     })
+}
+
+/// Adds the extra file's types to moto's. The extra file may only add types: a
+/// name moto already has is an error, never a silent override.
+fn merge_extra_types(
+    types: &mut HashMap<String, InstanceTypeInfo>,
+    extra: Vec<InstanceTypeInfo>,
+) -> Result<(), CatalogError> {
+    for info in extra {
+        if types.contains_key(&info.instance_type) {
+            return Err(CatalogError::DuplicateType {
+                file: "extra-instance-types.json",
+                instance_type: info.instance_type,
+            });
+        }
+        types.insert(info.instance_type.clone(), info);
+    }
+    Ok(())
 }
 
 impl Catalog {
@@ -153,8 +203,9 @@ impl Catalog {
 
     /// The catalog compiled into the binary for `region`.
     ///
-    /// `us-east-1` carries its own price snapshot; `us-west-2` has real offerings
-    /// but borrows us-east-1 prices, marked as estimates.
+    /// Instance types and offerings are moto's, plus the current types moto
+    /// lacks from `data/extra-instance-types.json`. `us-east-1` carries its own
+    /// price snapshot; `us-west-2` borrows us-east-1 prices, marked as estimates.
     pub fn embedded(region: &str) -> Result<Self, CatalogError> {
         let offerings_gz = match region {
             "us-east-1" => OFFERINGS_US_EAST_1_GZ,
@@ -166,9 +217,17 @@ impl Catalog {
                 });
             }
         };
-        let types: HashMap<String, InstanceTypeInfo> =
+        let mut types: HashMap<String, InstanceTypeInfo> =
             decode("instance-types.json.gz", INSTANCE_TYPES_GZ)?;
-        let offerings: Vec<InstanceTypeOffering> = decode("offerings.json.gz", offerings_gz)?;
+        let mut extra: ExtraFile = parse("extra-instance-types.json", EXTRA_INSTANCE_TYPES_JSON)?;
+        merge_extra_types(&mut types, extra.instance_types)?;
+        let mut offerings: Vec<InstanceTypeOffering> = decode("offerings.json.gz", offerings_gz)?;
+        offerings.extend(
+            extra
+                .instance_type_offerings
+                .remove(region)
+                .unwrap_or_default(),
+        );
         let mut price_file: PriceFile = decode("on-demand-prices.json.gz", PRICES_US_EAST_1_GZ)?;
         let on_demand = price_file.regions.remove(PRICED_REGION).unwrap_or_default();
         let source = if region == PRICED_REGION {
@@ -239,7 +298,7 @@ mod tests {
     #[test]
     fn us_east_1_has_its_own_prices_and_six_zones() {
         let catalog = Catalog::embedded("us-east-1").unwrap();
-        assert_eq!(catalog.instance_types().len(), 1395);
+        assert_eq!(catalog.instance_types().len(), 1400);
         assert_eq!(catalog.zones().len(), 6);
         assert!(!catalog.prices().is_estimate());
         assert_eq!(catalog.prices().on_demand("c7i-flex.large"), Some(0.08479));
@@ -255,6 +314,98 @@ mod tests {
             catalog.zones(),
             ["us-west-2a", "us-west-2b", "us-west-2c", "us-west-2d"]
         );
+    }
+
+    fn extra_file() -> ExtraFile {
+        parse("extra-instance-types.json", EXTRA_INSTANCE_TYPES_JSON).unwrap()
+    }
+
+    #[test]
+    fn extra_types_are_priced_and_offered_in_every_embedded_region() {
+        let extra = extra_file();
+        assert!(!extra.instance_types.is_empty());
+        for region in EMBEDDED_REGIONS {
+            let catalog = Catalog::embedded(region).unwrap();
+            for info in &extra.instance_types {
+                let name = info.instance_type.as_str();
+                assert!(
+                    catalog
+                        .instance_types()
+                        .iter()
+                        .any(|i| i.instance_type == name),
+                    "{name} missing in {region}"
+                );
+                assert!(
+                    catalog.zones_of(name).next().is_some(),
+                    "{name} in {region}"
+                );
+                assert!(catalog.prices().on_demand(name).is_some(), "{name}");
+            }
+        }
+    }
+
+    #[test]
+    fn extra_offerings_name_only_extra_types_and_embedded_regions() {
+        let extra = extra_file();
+        let names: BTreeSet<&str> = extra
+            .instance_types
+            .iter()
+            .map(|i| i.instance_type.as_str())
+            .collect();
+        for (region, offerings) in &extra.instance_type_offerings {
+            assert!(EMBEDDED_REGIONS.contains(&region.as_str()), "{region}");
+            for offering in offerings {
+                assert!(
+                    names.contains(offering.instance_type.as_str()),
+                    "{} is not defined in the extra file",
+                    offering.instance_type
+                );
+                assert!(offering.location.starts_with(region.as_str()));
+            }
+        }
+    }
+
+    /// No zone list for g4ad is public: data/README.md states that g4ad is
+    /// offered wherever g4dn (the other G4 family) of the same size is.
+    #[test]
+    fn g4ad_zones_follow_the_documented_g4dn_assumption() {
+        for region in EMBEDDED_REGIONS {
+            let catalog = Catalog::embedded(region).unwrap();
+            for size in ["xlarge", "2xlarge", "4xlarge", "8xlarge", "16xlarge"] {
+                let g4ad: Vec<&str> = catalog.zones_of(&format!("g4ad.{size}")).collect();
+                let g4dn: Vec<&str> = catalog.zones_of(&format!("g4dn.{size}")).collect();
+                assert!(!g4ad.is_empty(), "g4ad.{size} in {region}");
+                assert_eq!(g4ad, g4dn, "g4ad.{size} in {region}");
+            }
+        }
+    }
+
+    #[test]
+    fn an_extra_type_may_not_redefine_a_moto_type() {
+        let mut types = HashMap::from([(
+            "m5.large".to_string(),
+            InstanceTypeInfo {
+                instance_type: "m5.large".to_string(),
+                ..InstanceTypeInfo::default()
+            },
+        )]);
+        let repeat = InstanceTypeInfo {
+            instance_type: "m5.large".to_string(),
+            ..InstanceTypeInfo::default()
+        };
+        let err = merge_extra_types(&mut types, vec![repeat])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("extra-instance-types.json") && err.contains("m5.large"),
+            "{err}"
+        );
+        let new = InstanceTypeInfo {
+            instance_type: "g4ad.xlarge".to_string(),
+            ..InstanceTypeInfo::default()
+        };
+        merge_extra_types(&mut types, vec![new]).unwrap();
+        assert!(types.contains_key("g4ad.xlarge"));
     }
 
     #[test]

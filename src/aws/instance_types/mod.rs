@@ -506,4 +506,115 @@ mod tests {
             Some("1")
         );
     }
+
+    /// One g4ad size as Karpenter's generated instance-type reference shows it
+    /// (AL2023, no block device mappings).
+    struct Reference {
+        name: &'static str,
+        /// `instance-cpu`, `-memory`, `-ebs-bandwidth`, `-local-nvme`,
+        /// `-network-bandwidth`, `-gpu-count`.
+        labels: [&'static str; 6],
+        /// Allocatable CPU (m), memory (Mi), pods, `amd.com/gpu`.
+        allocatable: [i64; 4],
+    }
+
+    const G4AD_REFERENCE: [Reference; 5] = [
+        Reference {
+            name: "g4ad.xlarge",
+            labels: ["4", "16384", "3170", "150", "2000", "1"],
+            allocatable: [3920, 14712, 8, 1],
+        },
+        Reference {
+            name: "g4ad.2xlarge",
+            labels: ["8", "32768", "3170", "300", "4167", "1"],
+            allocatable: [7910, 29867, 8, 1],
+        },
+        Reference {
+            name: "g4ad.4xlarge",
+            labels: ["16", "65536", "3170", "600", "8333", "1"],
+            allocatable: [15890, 59946, 29, 1],
+        },
+        Reference {
+            name: "g4ad.8xlarge",
+            labels: ["32", "131072", "3170", "1200", "15000", "2"],
+            allocatable: [31850, 120248, 58, 2],
+        },
+        Reference {
+            name: "g4ad.16xlarge",
+            labels: ["64", "262144", "6300", "2400", "25000", "4"],
+            allocatable: [63770, 239554, 234, 4],
+        },
+    ];
+
+    #[test]
+    fn g4ad_matches_karpenters_reference_labels_and_allocatable() {
+        for Reference {
+            name,
+            labels: [cpu, memory, ebs, nvme, network, gpus],
+            allocatable: [cpu_m, memory_mi, pods, amd],
+        } in G4AD_REFERENCE
+        {
+            let it = resolved(name, &ResolverSettings::default());
+            for (key, value) in [
+                (labels::ARCH, "amd64"),
+                (labels::INSTANCE_CATEGORY, "g"),
+                (labels::INSTANCE_FAMILY, "g4ad"),
+                (labels::INSTANCE_GENERATION, "4"),
+                (labels::INSTANCE_CPU, cpu),
+                (labels::INSTANCE_CPU_MANUFACTURER, "amd"),
+                (labels::INSTANCE_CPU_SUSTAINED_CLOCK_SPEED_MHZ, "3000"),
+                (labels::INSTANCE_MEMORY, memory),
+                (labels::INSTANCE_EBS_BANDWIDTH, ebs),
+                (labels::INSTANCE_LOCAL_NVME, nvme),
+                (labels::INSTANCE_NETWORK_BANDWIDTH, network),
+                (labels::INSTANCE_HYPERVISOR, "nitro"),
+                (labels::INSTANCE_ENCRYPTION_IN_TRANSIT_SUPPORTED, "true"),
+                (labels::INSTANCE_CAPABILITY_FLEX, "false"),
+                (labels::INSTANCE_GPU_NAME, "radeon-pro-v520"),
+                (labels::INSTANCE_GPU_MANUFACTURER, "amd"),
+                (labels::INSTANCE_GPU_COUNT, gpus),
+                (labels::INSTANCE_GPU_MEMORY, "8192"),
+            ] {
+                assert_eq!(label(&it, key).as_deref(), Some(value), "{name} {key}");
+            }
+            assert_eq!(it.capacity.get(capacity::RESOURCE_AMD_GPU), amd, "{name}");
+            assert_eq!(it.capacity.get(capacity::RESOURCE_NVIDIA_GPU), 0, "{name}");
+            let allocatable = it.allocatable();
+            assert_eq!(allocatable.cpu_millis, cpu_m, "{name} cpu");
+            assert_eq!(allocatable.memory, memory_mi * MIB, "{name} memory");
+            assert_eq!(allocatable.pods, pods, "{name} pods");
+            assert_eq!(allocatable.ephemeral_storage, 17 * GIB, "{name} ephemeral");
+            assert_eq!(allocatable.get(capacity::RESOURCE_AMD_GPU), amd, "{name}");
+            assert!(it.offerings.iter().any(|o| o.available && o.price > 0.0));
+        }
+    }
+
+    #[test]
+    fn an_amd_gpu_request_fits_only_g4ad_and_the_cheapest_is_g4ad_xlarge() {
+        // The request of Karpenter's gpu-amd example workload.
+        let request = Resources::parse([("cpu", "1"), ("memory", "256M"), ("amd.com/gpu", "1")])
+            .unwrap()
+            .with_pods(1);
+        for region in crate::aws::catalog::EMBEDDED_REGIONS {
+            let catalog = Catalog::embedded(region).unwrap();
+            let all = resolve_all(&catalog, &ResolverSettings::default()).unwrap();
+            let mut fitting: Vec<&InstanceType> = all
+                .iter()
+                .filter(|it| request.fits(&it.allocatable()))
+                .filter(|it| it.offerings.iter().any(|o| o.available))
+                .collect();
+            assert_eq!(fitting.len(), 5, "{region}");
+            assert!(fitting.iter().all(|it| it.name.starts_with("g4ad.")));
+            let cheapest = |it: &InstanceType| {
+                it.offerings
+                    .iter()
+                    .filter(|o| o.available && o.capacity_type == CapacityType::OnDemand)
+                    .map(|o| o.price)
+                    .fold(f64::INFINITY, f64::min)
+            };
+            fitting.sort_by(|a, b| cheapest(a).total_cmp(&cheapest(b)));
+            assert_eq!(fitting[0].name, "g4ad.xlarge", "{region}");
+            assert_eq!(cheapest(fitting[0]), 0.37853, "{region}");
+        }
+    }
 }

@@ -55,7 +55,9 @@ pub(super) fn json_patch(target: &mut Value, patch: &Value) -> Result<(), String
                 *slot = value.ok_or(format!("operation {i} (replace) has no value"))?;
             }
             "test" => {
-                if work.pointer(path) != value.as_ref() {
+                // As the API server does, a missing path tests equal to null.
+                let actual = work.pointer(path).unwrap_or(&Value::Null);
+                if Some(actual) != value.as_ref() {
                     return Err(format!("operation {i}: test of {path} failed"));
                 }
             }
@@ -160,5 +162,7 @@ mod tests {
         );
         assert!(failed.is_err());
         assert_eq!(doc, before);
+        let absent = json!([{"op": "test", "path": "/metadata/labels", "value": null}]);
+        json_patch(&mut doc, &absent).unwrap();
     }
 }

@@ -1,0 +1,333 @@
+//! The in-memory cluster view the controllers share (Karpenter's
+//! `state.Cluster`): one watch per kind feeding a reflector store that every
+//! controller reads, so no controller lists the API server on each
+//! reconcile; a change feed per kind that controllers are triggered from;
+//! and what the API server does not know yet — NodeClaims created but not
+//! yet seen in a watch, pods nominated to a NodeClaim or Node that has not
+//! taken them, nodes marked for deletion — so a pod is never provisioned for
+//! twice.
+//!
+//! Objects are stored without `managedFields`, which controllers never read
+//! and which is often the largest part of a pod.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Debug;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::{Stream, StreamExt, future::BoxFuture};
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use tokio::sync::broadcast;
+
+use super::{ClusterSnapshot, pod_key};
+use crate::apis::{EC2NodeClass, NodeClaim, NodePool};
+use crate::cloudprovider::NodeClassContext;
+use crate::extensions::is_config_map;
+
+/// Changes kept for a slow subscriber before it falls behind and is sent a
+/// full resync instead.
+const CHANGE_BUFFER: usize = 4096;
+
+/// One kind's store and change feed.
+pub struct Watched<K: Resource<DynamicType = ()> + Clone + 'static> {
+    store: Store<K>,
+    changes: broadcast::Sender<Arc<K>>,
+}
+
+impl<K> Watched<K>
+where
+    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
+    /// Every object, as last seen.
+    pub fn store(&self) -> &Store<K> {
+        &self.store
+    }
+
+    /// Every object, as last seen.
+    pub fn all(&self) -> Vec<Arc<K>> {
+        self.store.state()
+    }
+
+    /// Objects as they are created, changed or deleted (a deleted object is
+    /// sent as last seen). A subscriber that falls more than
+    /// [`CHANGE_BUFFER`] changes behind gets every stored object again.
+    pub fn changes(&self) -> impl Stream<Item = Arc<K>> + Send + 'static {
+        let receiver = self.changes.subscribe();
+        let store = self.store.clone();
+        futures::stream::unfold(receiver, move |mut receiver| {
+            let store = store.clone();
+            async move {
+                match receiver.recv().await {
+                    Ok(object) => Some((vec![object], receiver)),
+                    Err(broadcast::error::RecvError::Lagged(_)) => Some((store.state(), receiver)),
+                    Err(broadcast::error::RecvError::Closed) => None,
+                }
+            }
+        })
+        .flat_map(futures::stream::iter)
+    }
+}
+
+/// What the cluster state tracks beyond what the API server holds.
+#[derive(Debug, Default)]
+struct Tracking {
+    /// Pod key → (NodeClaim or Node name, until when the nomination holds).
+    nominations: BTreeMap<String, (String, Instant)>,
+    /// NodeClaims created here and not yet seen in the NodeClaim store.
+    created: BTreeMap<String, Arc<NodeClaim>>,
+    /// Nodes (by name) a controller is about to delete or drain.
+    marked_for_deletion: BTreeSet<String>,
+}
+
+/// The shared cluster view.
+pub struct ClusterState {
+    /// Nodes.
+    pub nodes: Watched<Node>,
+    /// NodeClaims.
+    pub node_claims: Watched<NodeClaim>,
+    /// Pods.
+    pub pods: Watched<Pod>,
+    /// NodePools.
+    pub node_pools: Watched<NodePool>,
+    /// EC2NodeClasses.
+    pub node_classes: Watched<EC2NodeClass>,
+    /// DaemonSets.
+    pub daemon_sets: Watched<DaemonSet>,
+    /// PodDisruptionBudgets.
+    pub pdbs: Watched<PodDisruptionBudget>,
+    /// Namespaces.
+    pub namespaces: Watched<Namespace>,
+    /// ConfigMaps (extension modules may be stored in them).
+    pub config_maps: Watched<ConfigMap>,
+    tracking: Mutex<Tracking>,
+}
+
+/// Drives every watch of a [`ClusterState`]; it ends only when the process does.
+pub type StateDriver = BoxFuture<'static, ()>;
+
+impl ClusterState {
+    /// Starts watching the cluster behind `client`. Poll the returned driver
+    /// (spawn it) for the stores to fill; [`ClusterState::synced`] waits for
+    /// every first list.
+    pub fn start(client: Client) -> (Arc<ClusterState>, StateDriver) {
+        let mut drivers = Vec::new();
+        let state = ClusterState {
+            nodes: watched(Api::all(client.clone()), &mut drivers),
+            node_claims: watched(Api::all(client.clone()), &mut drivers),
+            pods: watched(Api::all(client.clone()), &mut drivers),
+            node_pools: watched(Api::all(client.clone()), &mut drivers),
+            node_classes: watched(Api::all(client.clone()), &mut drivers),
+            daemon_sets: watched(Api::all(client.clone()), &mut drivers),
+            pdbs: watched(Api::all(client.clone()), &mut drivers),
+            namespaces: watched(Api::all(client.clone()), &mut drivers),
+            config_maps: watched(Api::all(client), &mut drivers),
+            tracking: Mutex::new(Tracking::default()),
+        };
+        let driver = Box::pin(async move {
+            futures::future::join_all(drivers).await;
+        });
+        (Arc::new(state), driver)
+    }
+
+    /// Waits until every store holds its first full list.
+    pub async fn synced(&self) {
+        // A dropped writer means the driver ended; the stores stay as they were.
+        let _ = self.nodes.store.wait_until_ready().await;
+        let _ = self.node_claims.store.wait_until_ready().await;
+        let _ = self.pods.store.wait_until_ready().await;
+        let _ = self.node_pools.store.wait_until_ready().await;
+        let _ = self.node_classes.store.wait_until_ready().await;
+        let _ = self.daemon_sets.store.wait_until_ready().await;
+        let _ = self.pdbs.store.wait_until_ready().await;
+        let _ = self.namespaces.store.wait_until_ready().await;
+        let _ = self.config_maps.store.wait_until_ready().await;
+    }
+
+    fn tracking(&self) -> std::sync::MutexGuard<'_, Tracking> {
+        // The tracked data stays consistent even if a holder panicked.
+        self.tracking.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records that `pod` (`namespace/name`) is planned onto `target` (a
+    /// NodeClaim or Node) for `period`: until it binds or the period ends
+    /// (or, for a NodeClaim still launching, until it launches or is
+    /// deleted), it is not provisioned for again.
+    pub fn nominate(&self, pod: &str, target: &str, period: Duration) {
+        self.tracking().nominations.insert(
+            pod.to_string(),
+            (target.to_string(), Instant::now() + period),
+        );
+    }
+
+    /// Where `pod` is nominated, while the nomination holds.
+    pub fn nomination(&self, pod: &str) -> Option<String> {
+        let now = Instant::now();
+        self.tracking()
+            .nominations
+            .get(pod)
+            .filter(|(_, until)| *until > now)
+            .map(|(target, _)| target.clone())
+    }
+
+    /// Drops every nomination to `target` (a NodeClaim that was deleted
+    /// before its node came up), so its pods are provisioned again.
+    pub fn release_nominations(&self, target: &str) {
+        self.tracking()
+            .nominations
+            .retain(|_, (nominee, _)| nominee != target);
+    }
+
+    /// Records a NodeClaim this process created, until the watch shows it.
+    pub fn record_created(&self, claim: NodeClaim) {
+        let name = claim.name_any();
+        self.tracking().created.insert(name, Arc::new(claim));
+    }
+
+    /// Marks a node as about to be deleted: it takes no new pods.
+    pub fn mark_for_deletion(&self, node: &str) {
+        self.tracking().marked_for_deletion.insert(node.to_string());
+    }
+
+    /// Takes back [`ClusterState::mark_for_deletion`].
+    pub fn unmark_for_deletion(&self, node: &str) {
+        self.tracking().marked_for_deletion.remove(node);
+    }
+
+    /// Whether a node is marked for deletion (here or by its deletionTimestamp).
+    pub fn is_marked_for_deletion(&self, node: &Node) -> bool {
+        node.metadata.deletion_timestamp.is_some()
+            || self
+                .tracking()
+                .marked_for_deletion
+                .contains(&node.name_any())
+    }
+
+    /// EC2NodeClass `name` with the ConfigMaps its extension modules are
+    /// stored in, for a cloud provider call; `None` when the class does not exist.
+    pub fn node_class_context(&self, name: &str) -> Option<NodeClassContext> {
+        let class = self
+            .node_classes
+            .store
+            .get(&kube::runtime::reflector::ObjectRef::new(name))?;
+        let effective = class.spec.effective_extensions().ok();
+        let referenced = effective
+            .as_ref()
+            .map(|e| e.config_map_references())
+            .unwrap_or_default();
+        let config_maps = self
+            .config_maps
+            .all()
+            .into_iter()
+            .filter(|cm| {
+                referenced
+                    .iter()
+                    .any(|(namespace, name)| is_config_map(cm, namespace, name))
+            })
+            .map(|cm| ConfigMap::clone(&cm))
+            .collect();
+        Some(NodeClassContext {
+            class,
+            config_maps: Arc::new(config_maps),
+        })
+    }
+
+    /// The cluster as a provisioning decision sees it now: the stores,
+    /// NodeClaims created here but not yet watched, active nominations of
+    /// pods not yet bound, and nodes marked for deletion flagged as being
+    /// deleted.
+    pub fn snapshot(&self) -> ClusterSnapshot {
+        let now = Instant::now();
+        let mut node_claims = self.node_claims.all();
+        let pods = self.pods.all();
+        let mut tracking = self.tracking();
+        let seen: BTreeSet<String> = node_claims.iter().map(|c| c.name_any()).collect();
+        tracking.created.retain(|name, _| !seen.contains(name));
+        node_claims.extend(tracking.created.values().cloned());
+        let bound: BTreeSet<String> = pods
+            .iter()
+            .filter(|p| p.spec.as_ref().is_some_and(|s| s.node_name.is_some()))
+            .map(|p| pod_key(p))
+            .collect();
+        // A nomination to a NodeClaim still launching holds past its period:
+        // the claim offers no capacity to place the pod on until it launches.
+        let launching: BTreeSet<String> = node_claims
+            .iter()
+            .filter(|c| c.status.as_ref().is_none_or(|s| s.allocatable.is_none()))
+            .map(|c| c.name_any())
+            .collect();
+        tracking.nominations.retain(|pod, (target, until)| {
+            !bound.contains(pod) && (*until > now || launching.contains(target))
+        });
+        let nominated = tracking
+            .nominations
+            .iter()
+            .map(|(pod, (target, _))| (pod.clone(), target.clone()))
+            .collect();
+        let marked = tracking.marked_for_deletion.clone();
+        drop(tracking);
+        let nodes = self
+            .nodes
+            .all()
+            .into_iter()
+            .map(|node| {
+                if marked.contains(&node.name_any()) && node.metadata.deletion_timestamp.is_none() {
+                    let mut flagged = Node::clone(&node);
+                    flagged.metadata.deletion_timestamp =
+                        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                            k8s_openapi::jiff::Timestamp::now(),
+                        ));
+                    Arc::new(flagged)
+                } else {
+                    node
+                }
+            })
+            .collect();
+        ClusterSnapshot {
+            node_pools: self.node_pools.all(),
+            node_classes: self.node_classes.all(),
+            node_claims,
+            nodes,
+            pods,
+            daemon_sets: self.daemon_sets.all(),
+            namespaces: self.namespaces.all(),
+            config_maps: self.config_maps.all(),
+            nominated,
+        }
+    }
+}
+
+/// A store and change feed for `api`'s kind, and the future that drives its watch.
+fn watched<K>(api: Api<K>, drivers: &mut Vec<StateDriver>) -> Watched<K>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    let (store, writer) = reflector::store();
+    let (changes, _) = broadcast::channel(CHANGE_BUFFER);
+    let sender = changes.clone();
+    let stream = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .modify(|object: &mut K| object.managed_fields_mut().clear())
+        .reflect(writer)
+        .touched_objects();
+    drivers.push(Box::pin(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(event) = stream.next().await {
+            match event {
+                // Nobody listening is fine: the store is updated all the same.
+                Ok(object) => {
+                    let _ = sender.send(Arc::new(object));
+                }
+                Err(error) => {
+                    tracing::warn!(%error, kind = %K::kind(&()), "watch failed; retrying")
+                }
+            }
+        }
+    }));
+    Watched { store, changes }
+}

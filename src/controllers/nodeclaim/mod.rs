@@ -1,0 +1,64 @@
+//! NodeClaim controllers: the lifecycle (launch → registration →
+//! initialization, with the liveness timeouts) and finalization (the Node
+//! removed, then the instance), Karpenter's `nodeclaim.lifecycle`.
+
+mod finalize;
+mod initialization;
+mod launch;
+mod lifecycle;
+mod registration;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::Client;
+use kube::runtime::events::Recorder;
+
+pub use lifecycle::{reconcile, run};
+
+use crate::apis::NodeClaim;
+use crate::cloudprovider::CloudProvider;
+use crate::cluster::ClusterState;
+
+/// A NodeClaim that has not registered this long after it launched is
+/// deleted, and its pods provisioned again (Karpenter: 15 minutes).
+pub const REGISTRATION_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+/// A NodeClaim that could not launch this long after its first attempt is
+/// deleted (Karpenter: 5 minutes).
+pub const LAUNCH_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+
+/// What the NodeClaim controllers share.
+pub struct NodeClaimContext {
+    /// The API server.
+    pub client: Client,
+    /// The shared cluster view.
+    pub state: Arc<ClusterState>,
+    /// Where instances are launched and terminated.
+    pub cloud: Arc<dyn CloudProvider>,
+    /// Publishes events as `nodewright`.
+    pub recorder: Recorder,
+}
+
+/// The Nodes that stand for `claim`: those with its provider ID.
+pub fn nodes_of(state: &ClusterState, claim: &NodeClaim) -> Vec<Arc<Node>> {
+    let Some(provider_id) = claim.status.as_ref().and_then(|s| s.provider_id.as_deref()) else {
+        return Vec::new();
+    };
+    state
+        .nodes
+        .all()
+        .into_iter()
+        .filter(|node| {
+            node.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(provider_id)
+        })
+        .collect()
+}
+
+/// The NodeClaim a Node stands for, by provider ID.
+pub fn node_claim_of(state: &ClusterState, node: &Node) -> Option<Arc<NodeClaim>> {
+    let provider_id = node.spec.as_ref()?.provider_id.as_deref()?;
+    state.node_claims.all().into_iter().find(|claim| {
+        claim.status.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(provider_id)
+    })
+}

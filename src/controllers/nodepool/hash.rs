@@ -1,0 +1,111 @@
+//! The NodePool template hash that static drift compares: the template
+//! without its requirements (they drift by themselves), with lists treated
+//! as sets and empty values ignored, hashed with a stable 64-bit FNV-1a so
+//! the value survives upgrades. Karpenter's own hash (of another version)
+//! is never compared with ours: NodeClaims carrying an older hash version
+//! are re-stamped, not drifted, which makes switching from Karpenter safe.
+
+use serde_json::Value;
+
+use crate::apis::NodePool;
+
+/// Version of this hash, written beside it (`karpenter.sh/nodepool-hash-version`).
+pub const NODE_POOL_HASH_VERSION: &str = "nw1";
+
+/// The hash of `pool`'s template.
+pub fn node_pool_hash(pool: &NodePool) -> String {
+    let mut template = serde_json::to_value(&pool.spec.template).unwrap_or(Value::Null);
+    if let Some(spec) = template.get_mut("spec").and_then(Value::as_object_mut) {
+        spec.remove("requirements");
+    }
+    let canonical = canonical(template).unwrap_or(Value::Null);
+    fnv1a(canonical.to_string().as_bytes()).to_string()
+}
+
+/// `value` with nulls and empty strings, lists and maps dropped, map keys
+/// sorted and lists sorted (as sets); `None` when nothing is left.
+fn canonical(value: Value) -> Option<Value> {
+    match value {
+        Value::Null => None,
+        Value::String(s) if s.is_empty() => None,
+        Value::Array(items) => {
+            let mut items: Vec<Value> = items.into_iter().filter_map(canonical).collect();
+            items.sort_by_key(|v| v.to_string());
+            items.dedup();
+            (!items.is_empty()).then_some(Value::Array(items))
+        }
+        Value::Object(map) => {
+            let sorted: std::collections::BTreeMap<String, Value> = map
+                .into_iter()
+                .filter_map(|(k, v)| canonical(v).map(|v| (k, v)))
+                .collect();
+            (!sorted.is_empty()).then(|| Value::Object(sorted.into_iter().collect()))
+        }
+        other => Some(other),
+    }
+}
+
+fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in bytes {
+        hash ^= u64::from(*byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    hash
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool(extra: &str) -> NodePool {
+        serde_yaml::from_str(&format!(
+            r#"
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {{name: general}}
+spec:
+  template:
+    spec:
+      nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
+      requirements: [{{key: karpenter.k8s.aws/instance-category, operator: In, values: [c]}}]
+{extra}"#
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_hash_follows_the_template_but_not_its_requirements() {
+        let base = node_pool_hash(&pool(""));
+        assert_eq!(base, node_pool_hash(&pool("")), "stable");
+        // Pinned: a change of the algorithm must come with a new version.
+        assert_eq!(
+            base, "8789470249708341331",
+            "bump NODE_POOL_HASH_VERSION with the algorithm"
+        );
+        let other_requirements = pool("").spec.template.spec.requirements.clone();
+        let mut changed = pool("");
+        changed.spec.template.spec.requirements = other_requirements.into_iter().rev().collect();
+        changed.spec.template.spec.requirements.clear();
+        assert_eq!(
+            base,
+            node_pool_hash(&changed),
+            "requirements are not hashed"
+        );
+        let tainted =
+            pool("      taints: [{key: a, effect: NoSchedule}, {key: b, effect: NoSchedule}]\n");
+        let reordered =
+            pool("      taints: [{key: b, effect: NoSchedule}, {key: a, effect: NoSchedule}]\n");
+        assert_ne!(base, node_pool_hash(&tainted));
+        assert_eq!(
+            node_pool_hash(&tainted),
+            node_pool_hash(&reordered),
+            "lists are sets"
+        );
+        assert_eq!(
+            base,
+            node_pool_hash(&pool("      taints: []\n")),
+            "empty is absent"
+        );
+    }
+}

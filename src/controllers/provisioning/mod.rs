@@ -1,0 +1,263 @@
+//! The provisioning controller: batches pods kube-scheduler could not place,
+//! schedules them against the cluster state (existing nodes, in-flight
+//! NodeClaims, then new NodeClaims from NodePools by weight, within their
+//! limits), creates the NodeClaims the solve asks for and nominates the pods
+//! to them, so the next round does not provision for them again. Pods it
+//! cannot place get one `FailedScheduling` event per round with the
+//! scheduler's reason.
+
+mod batcher;
+mod node_claims;
+mod pods;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, PostParams};
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::{Client, Resource, ResourceExt};
+
+pub use batcher::{BatchWindows, Batcher};
+pub use node_claims::{generate_name, node_claim_object};
+pub use pods::is_provisionable;
+
+use super::ControllerError;
+use crate::apis::{NodeClaim, NodePool};
+use crate::aws::instance_types::InstanceTypeProvider;
+use crate::cluster::{ClusterState, pod_key, scheduler_input};
+use crate::scheduling::{Scheduler, SchedulerOptions, SchedulingResult};
+
+/// NodeClaims created at once.
+const CREATE_CONCURRENCY: usize = 16;
+
+/// Longest event note the API server accepts.
+const MAX_NOTE_BYTES: usize = 1024;
+
+/// How provisioning behaves.
+#[derive(Debug, Clone, Default)]
+pub struct ProvisioningSettings {
+    /// The batch windows.
+    pub batch: BatchWindows,
+    /// Scheduler options (preference policy, min-values policy, options kept per claim).
+    pub scheduler: SchedulerOptions,
+}
+
+impl ProvisioningSettings {
+    /// How long pods stay nominated to a NodeClaim: twice the longest batch,
+    /// at least 20 seconds — long enough for the claim to launch and show
+    /// its capacity in the cluster state.
+    pub fn nomination_period(&self) -> Duration {
+        (self.batch.max * 2).max(Duration::from_secs(20))
+    }
+}
+
+/// What one provisioning round did.
+#[derive(Debug, Default, Clone)]
+pub struct Round {
+    /// Pods the round tried to place.
+    pub pending: usize,
+    /// NodeClaims created (names).
+    pub created: Vec<String>,
+    /// Pods placed on existing or in-flight nodes.
+    pub placed_on_existing: usize,
+    /// Pods that could not be placed, with the reason.
+    pub unschedulable: Vec<(String, String)>,
+    /// How long the solve took.
+    pub solve: Duration,
+}
+
+/// The provisioning controller.
+pub struct Provisioner {
+    client: Client,
+    state: Arc<ClusterState>,
+    instance_types: Arc<InstanceTypeProvider>,
+    settings: ProvisioningSettings,
+    recorder: Recorder,
+    batcher: Batcher,
+}
+
+impl Provisioner {
+    /// A provisioner acting on `state` through `client`.
+    pub fn new(
+        client: Client,
+        state: Arc<ClusterState>,
+        instance_types: Arc<InstanceTypeProvider>,
+        settings: ProvisioningSettings,
+        recorder: Recorder,
+    ) -> Self {
+        Provisioner {
+            client,
+            state,
+            instance_types,
+            batcher: Batcher::new(settings.batch),
+            settings,
+            recorder,
+        }
+    }
+
+    /// Runs until the pod feed ends: every provisionable pod change triggers
+    /// the batcher, every closed batch runs one round.
+    pub async fn run(self: Arc<Self>) {
+        let feeder = {
+            let this = self.clone();
+            async move {
+                let mut changes = std::pin::pin!(this.state.pods.changes());
+                while let Some(pod) = changes.next().await {
+                    if is_provisionable(&pod) {
+                        this.batcher.trigger();
+                    }
+                }
+            }
+        };
+        let rounds = async {
+            self.state.synced().await;
+            // Pods already pending when the controller starts.
+            if self.state.pods.all().iter().any(|p| is_provisionable(p)) {
+                self.batcher.trigger();
+            }
+            loop {
+                self.batcher.wait().await;
+                match self.provision().await {
+                    Ok(round) if round.pending > 0 => tracing::info!(
+                        pending = round.pending,
+                        created = round.created.len(),
+                        placed_on_existing = round.placed_on_existing,
+                        unschedulable = round.unschedulable.len(),
+                        solve_ms = round.solve.as_millis() as u64,
+                        "provisioned"
+                    ),
+                    Ok(_) => {}
+                    Err(error) => {
+                        tracing::warn!(%error, "provisioning round failed; retrying");
+                        self.batcher.trigger();
+                    }
+                }
+            }
+        };
+        tokio::select! {
+            _ = feeder => {}
+            _ = rounds => {}
+        }
+    }
+
+    /// One provisioning round on the cluster state as it is now.
+    pub async fn provision(&self) -> Result<Round, ControllerError> {
+        let mut snapshot = self.state.snapshot();
+        // Only pods kube-scheduler gave up on are placed; other unbound pods
+        // are its to place (nominated ones stay: they count where they go).
+        snapshot.pods.retain(|p| {
+            let bound = p.spec.as_ref().is_some_and(|s| s.node_name.is_some());
+            bound || snapshot.nominated.contains_key(&pod_key(p)) || is_provisionable(p)
+        });
+        let pending: Vec<Arc<Pod>> = snapshot
+            .pods
+            .iter()
+            .filter(|p| is_provisionable(p) && !snapshot.nominated.contains_key(&pod_key(p)))
+            .cloned()
+            .collect();
+        if pending.is_empty() {
+            return Ok(Round::default());
+        }
+        let pools = snapshot.node_pools.clone();
+        let (instance_types, options) =
+            (self.instance_types.clone(), self.settings.scheduler.clone());
+        let (result, solve) = tokio::task::spawn_blocking(move || {
+            let prepared = scheduler_input(&snapshot, &instance_types, options);
+            for problem in &prepared.problems {
+                tracing::warn!(%problem, "left out of provisioning");
+            }
+            let started = Instant::now();
+            let result = Scheduler::new(prepared.input).solve();
+            (result, started.elapsed())
+        })
+        .await?;
+        let created = self.create_node_claims(&pools, &result).await;
+        self.report_unschedulable(&pending, &result).await;
+        Ok(Round {
+            pending: pending.len(),
+            created,
+            placed_on_existing: result.existing_node_placements.len(),
+            unschedulable: result
+                .errors
+                .iter()
+                .map(|e| (e.pod.clone(), e.reason.clone()))
+                .collect(),
+            solve,
+        })
+    }
+
+    /// Creates the solve's NodeClaims and nominates their pods; returns the
+    /// names created. A claim that cannot be created leaves its pods
+    /// pending for the next round.
+    async fn create_node_claims(
+        &self,
+        pools: &[Arc<NodePool>],
+        result: &SchedulingResult,
+    ) -> Vec<String> {
+        let period = self.settings.nomination_period();
+        for placement in &result.existing_node_placements {
+            self.state.nominate(&placement.pod, &placement.node, period);
+        }
+        let api: Api<NodeClaim> = Api::all(self.client.clone());
+        let creations = result.new_node_claims.iter().filter_map(|planned| {
+            let pool = pools.iter().find(|p| p.name_any() == planned.node_pool)?;
+            let object = node_claim_object(pool, planned, generate_name(&planned.node_pool));
+            let api = api.clone();
+            Some(async move {
+                match api.create(&PostParams::default(), &object).await {
+                    Ok(created) => Some((planned, created)),
+                    Err(error) => {
+                        tracing::warn!(%error, nodepool = %planned.node_pool, "cannot create NodeClaim");
+                        None
+                    }
+                }
+            })
+        });
+        let done: Vec<_> = futures::stream::iter(creations)
+            .buffer_unordered(CREATE_CONCURRENCY)
+            .collect()
+            .await;
+        let mut names = Vec::new();
+        for (planned, created) in done.into_iter().flatten() {
+            let name = created.name_any();
+            for pod in &planned.pods {
+                self.state.nominate(pod, &name, period);
+            }
+            self.state.record_created(created);
+            tracing::info!(
+                nodeclaim = %name,
+                nodepool = %planned.node_pool,
+                instance_type = %planned.instance_type,
+                options = planned.instance_type_options.len(),
+                pods = planned.pods.len(),
+                "created NodeClaim"
+            );
+            names.push(name);
+        }
+        names
+    }
+
+    /// One `FailedScheduling` Warning per pod the solve could not place.
+    async fn report_unschedulable(&self, pending: &[Arc<Pod>], result: &SchedulingResult) {
+        for error in &result.errors {
+            let Some(pod) = pending.iter().find(|p| pod_key(p) == error.pod) else {
+                continue;
+            };
+            let event = Event {
+                type_: EventType::Warning,
+                reason: "FailedScheduling".to_string(),
+                note: Some(super::truncate(
+                    format!("Failed to schedule pod, {}", error.reason),
+                    MAX_NOTE_BYTES,
+                )),
+                action: "Provisioning".to_string(),
+                secondary: None,
+            };
+            if let Err(error) = self.recorder.publish(&event, &pod.object_ref(&())).await {
+                tracing::warn!(%error, "cannot publish event");
+            }
+        }
+    }
+}

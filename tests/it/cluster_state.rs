@@ -1,0 +1,174 @@
+//! The shared cluster view fed by watches (`nodewright::cluster::ClusterState`),
+//! against the API server double through `kube::Client`.
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, DeleteParams, PostParams};
+use nodewright::apis::NodeClaim;
+use nodewright::cluster::ClusterState;
+use nodewright::sim::apiserver::ApiServer;
+use serde_json::json;
+
+fn pod(name: &str, node: Option<&str>) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "default",
+                     "managedFields": [{"manager": "kubectl", "operation": "Apply"}]},
+        "spec": {"nodeName": node, "containers": [{"name": "app", "image": "app"}]}
+    }))
+    .unwrap()
+}
+
+fn claim(name: &str) -> NodeClaim {
+    serde_json::from_value(json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+        "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": "general"}},
+        "spec": {"requirements": [], "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}}
+    }))
+    .unwrap()
+}
+
+async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    for _ in 0..200 {
+        if check() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+#[tokio::test]
+async fn stores_follow_the_api_server_and_changes_are_fed_to_subscribers() {
+    let server = ApiServer::default();
+    let client = server.client();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    pods.create(&PostParams::default(), &pod("before", None))
+        .await
+        .unwrap();
+
+    let (state, driver) = ClusterState::start(client.clone());
+    let driver = tokio::spawn(driver);
+    state.synced().await;
+    assert_eq!(state.pods.all().len(), 1);
+    // Stored without managedFields.
+    assert!(
+        state.pods.all()[0]
+            .metadata
+            .managed_fields
+            .as_deref()
+            .unwrap_or_default()
+            .is_empty()
+    );
+
+    let mut changes = Box::pin(state.pods.changes());
+    pods.create(&PostParams::default(), &pod("after", None))
+        .await
+        .unwrap();
+    let changed = tokio::time::timeout(Duration::from_secs(5), changes.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(changed.metadata.name.as_deref(), Some("after"));
+    pods.delete("before", &DeleteParams::default())
+        .await
+        .unwrap();
+    let deleted = tokio::time::timeout(Duration::from_secs(5), changes.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(deleted.metadata.name.as_deref(), Some("before"));
+    eventually("the deleted pod to leave the store", || {
+        state.pods.all().len() == 1
+    })
+    .await;
+    driver.abort();
+}
+
+#[tokio::test]
+async fn the_snapshot_holds_created_claims_nominations_and_marked_nodes() {
+    let server = ApiServer::default();
+    let client = server.client();
+    let (state, driver) = ClusterState::start(client.clone());
+    let driver = tokio::spawn(driver);
+    state.synced().await;
+
+    // A claim created here is in the snapshot before the watch shows it,
+    // and once only after.
+    state.record_created(claim("general-abc"));
+    assert_eq!(state.snapshot().node_claims.len(), 1);
+    let claims: Api<NodeClaim> = Api::all(client.clone());
+    claims
+        .create(&PostParams::default(), &claim("general-abc"))
+        .await
+        .unwrap();
+    eventually("the claim in the store", || {
+        state.node_claims.all().len() == 1
+    })
+    .await;
+    assert_eq!(state.snapshot().node_claims.len(), 1);
+
+    // A nomination holds until the pod binds or it expires.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    pods.create(&PostParams::default(), &pod("web-0", None))
+        .await
+        .unwrap();
+    state.nominate("default/web-0", "node-b", Duration::from_secs(60));
+    state.nominate("default/web-1", "node-b", Duration::ZERO);
+    // A claim still launching holds its pods past the period.
+    state.nominate("default/web-2", "general-abc", Duration::ZERO);
+    eventually("the pod in the store", || state.pods.all().len() == 1).await;
+    let nominated = state.snapshot().nominated;
+    assert_eq!(
+        nominated.get("default/web-0").map(String::as_str),
+        Some("node-b")
+    );
+    assert!(!nominated.contains_key("default/web-1"), "expired");
+    assert_eq!(
+        nominated.get("default/web-2").map(String::as_str),
+        Some("general-abc")
+    );
+    state.release_nominations("general-abc");
+    assert!(!state.snapshot().nominated.contains_key("default/web-2"));
+    pods.delete("web-0", &DeleteParams::default())
+        .await
+        .unwrap();
+    pods.create(&PostParams::default(), &pod("web-0", Some("node-b")))
+        .await
+        .unwrap();
+    eventually("the bound pod in the store", || {
+        state
+            .pods
+            .all()
+            .iter()
+            .any(|p| p.spec.as_ref().unwrap().node_name.is_some())
+    })
+    .await;
+    assert!(
+        state.snapshot().nominated.is_empty(),
+        "bound pods drop their nomination"
+    );
+
+    // A node marked for deletion is seen as being deleted.
+    let nodes: Api<Node> = Api::all(client);
+    nodes
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "node-a"}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    eventually("the node in the store", || state.nodes.all().len() == 1).await;
+    state.mark_for_deletion("node-a");
+    let snapshot = state.snapshot();
+    assert!(snapshot.nodes[0].metadata.deletion_timestamp.is_some());
+    state.unmark_for_deletion("node-a");
+    assert!(
+        state.snapshot().nodes[0]
+            .metadata
+            .deletion_timestamp
+            .is_none()
+    );
+    driver.abort();
+}

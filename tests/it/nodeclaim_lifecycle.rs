@@ -1,0 +1,473 @@
+//! The NodeClaim lifecycle against the API server double and the simulated
+//! cloud: launch, registration, initialization, the liveness timeout,
+//! capacity errors, and finalization (also when the instance is already gone).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::events::{Recorder, Reporter};
+use nodewright::apis::{EC2NodeClass, NodeClaim};
+use nodewright::aws::catalog::Catalog;
+use nodewright::aws::instance_types::InstanceTypeProvider;
+use nodewright::cloudprovider::simulated::{SimulatedCloudProvider, SimulatedSettings};
+use nodewright::cloudprovider::{CloudProvider, OfferingKey, UnavailableOfferings};
+use nodewright::cluster::ClusterState;
+use nodewright::controllers::nodeclaim::{NodeClaimContext, reconcile};
+use nodewright::extensions::Extensions;
+use nodewright::sim::apiserver::ApiServer;
+use nodewright_host::HostConfig;
+use serde_json::json;
+
+const CLASS: &str = r#"
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: default}
+spec:
+  role: NodeRole
+  amiSelectorTerms: [{alias: al2023@latest}]
+  subnetSelectorTerms: [{id: subnet-1}]
+  securityGroupSelectorTerms: [{id: sg-1}]
+"#;
+
+fn claim(name: &str) -> NodeClaim {
+    serde_json::from_value(json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+        "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": "general", "team": "web"}},
+        "spec": {
+            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+            "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
+            "startupTaints": [{"key": "agent.example.com/starting", "effect": "NoSchedule"}],
+            "requirements": [
+                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large"]},
+                {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+                {"key": "karpenter.sh/nodepool", "operator": "In", "values": ["general"]}
+            ]
+        }
+    }))
+    .unwrap()
+}
+
+struct Cluster {
+    server: ApiServer,
+    ctx: NodeClaimContext,
+    cloud: Arc<SimulatedCloudProvider>,
+    driver: tokio::task::JoinHandle<()>,
+}
+
+async fn cluster() -> Cluster {
+    let server = ApiServer::default();
+    let client = server.client();
+    let mut class: EC2NodeClass = serde_yaml::from_str(CLASS).unwrap();
+    let classes: Api<EC2NodeClass> = Api::all(client.clone());
+    class = classes
+        .create(&PostParams::default(), &class)
+        .await
+        .unwrap();
+    let status = json!({"status": {
+        "subnets": [{"id": "subnet-1", "zone": "us-east-1a"}],
+        "amis": [{"id": "ami-amd64", "requirements": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}]
+    }});
+    classes
+        .patch_status(
+            &class.metadata.name.unwrap(),
+            &PatchParams::default(),
+            &Patch::Merge(&status),
+        )
+        .await
+        .unwrap();
+    let (state, driver) = ClusterState::start(client.clone());
+    let driver = tokio::spawn(driver);
+    state.synced().await;
+    let unavailable = Arc::new(UnavailableOfferings::default());
+    let types = Arc::new(InstanceTypeProvider::new(
+        Arc::new(Catalog::embedded("us-east-1").unwrap()),
+        Arc::new(Extensions::new(HostConfig::default()).unwrap()),
+        unavailable.clone(),
+    ));
+    let cloud = Arc::new(SimulatedCloudProvider::new(
+        types,
+        unavailable,
+        SimulatedSettings::default(),
+    ));
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "nodewright".to_string(),
+            instance: None,
+        },
+    );
+    let ctx = NodeClaimContext {
+        client,
+        state,
+        cloud: cloud.clone(),
+        recorder,
+    };
+    Cluster {
+        server,
+        ctx,
+        cloud,
+        driver,
+    }
+}
+
+impl Cluster {
+    fn claims(&self) -> Api<NodeClaim> {
+        Api::all(self.ctx.client.clone())
+    }
+
+    fn nodes(&self) -> Api<Node> {
+        Api::all(self.ctx.client.clone())
+    }
+
+    /// Reconciles `name` once against what the cluster state holds, after
+    /// waiting for the state to catch up with the API server.
+    async fn pass(&self, name: &str) {
+        let stored = self.claims().get_opt(name).await.unwrap();
+        let Some(stored) = stored else { return };
+        let version = stored.metadata.resource_version.clone();
+        for _ in 0..200 {
+            let seen = self
+                .ctx
+                .state
+                .node_claims
+                .all()
+                .into_iter()
+                .find(|c| c.metadata.name.as_deref() == Some(name));
+            if seen.is_some_and(|c| c.metadata.resource_version == version) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        reconcile(&self.ctx, &stored).await.unwrap();
+    }
+
+    async fn settle_nodes(&self, count: usize) {
+        for _ in 0..200 {
+            if self.ctx.state.nodes.all().len() == count {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("the cluster state never saw {count} nodes");
+    }
+
+    fn condition(claim: &NodeClaim, type_: &str) -> (String, String) {
+        let c = claim
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == type_).cloned())
+            .unwrap_or_else(|| panic!("no {type_} condition"));
+        (format!("{:?}", c.status), c.reason.unwrap_or_default())
+    }
+}
+
+fn node_for(claim: &NodeClaim, ready: bool, taints: serde_json::Value) -> Node {
+    let provider_id = claim.status.as_ref().unwrap().provider_id.clone().unwrap();
+    serde_json::from_value(json!({
+        "metadata": {"name": "ip-10-0-0-1.ec2.internal", "labels": {"kubernetes.io/hostname": "ip-10-0-0-1"}},
+        "spec": {"providerID": provider_id, "taints": taints},
+        "status": {
+            "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}],
+            "allocatable": {"cpu": "1930m", "memory": "7Gi", "pods": "29"}
+        }
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_claim_launches_registers_and_initializes() {
+    let cluster = cluster().await;
+    cluster
+        .claims()
+        .create(&PostParams::default(), &claim("general-a"))
+        .await
+        .unwrap();
+    cluster.pass("general-a").await; // finalizer
+    cluster.pass("general-a").await; // launch
+    let launched = cluster.claims().get("general-a").await.unwrap();
+    assert!(
+        launched
+            .finalizers()
+            .contains(&"karpenter.sh/termination".to_string())
+    );
+    assert_eq!(Cluster::condition(&launched, "Launched").0, "True");
+    assert_eq!(
+        Cluster::condition(&launched, "Registered").1,
+        "NodeNotFound"
+    );
+    let labels = launched.metadata.labels.clone().unwrap();
+    assert_eq!(labels["node.kubernetes.io/instance-type"], "m5.large");
+    assert_eq!(labels["topology.kubernetes.io/zone"], "us-east-1a");
+    assert_eq!(labels["team"], "web");
+    assert_eq!(
+        launched.status.as_ref().unwrap().image_id.as_deref(),
+        Some("ami-amd64")
+    );
+
+    // The node appears, still starting: it registers but is not initialized.
+    let taints = json!([
+        {"key": "karpenter.sh/unregistered", "effect": "NoExecute"},
+        {"key": "agent.example.com/starting", "effect": "NoSchedule"}
+    ]);
+    cluster
+        .nodes()
+        .create(&PostParams::default(), &node_for(&launched, false, taints))
+        .await
+        .unwrap();
+    cluster.settle_nodes(1).await;
+    cluster.pass("general-a").await;
+    let registered = cluster.claims().get("general-a").await.unwrap();
+    assert_eq!(Cluster::condition(&registered, "Registered").0, "True");
+    assert_eq!(
+        Cluster::condition(&registered, "Initialized").1,
+        "NodeNotReady"
+    );
+    assert_eq!(Cluster::condition(&registered, "Ready").0, "Unknown");
+    assert_eq!(
+        registered.status.as_ref().unwrap().node_name.as_deref(),
+        Some("ip-10-0-0-1.ec2.internal")
+    );
+    let node = cluster
+        .nodes()
+        .get("ip-10-0-0-1.ec2.internal")
+        .await
+        .unwrap();
+    let node_labels = node.metadata.labels.clone().unwrap();
+    assert_eq!(node_labels["karpenter.sh/registered"], "true");
+    assert_eq!(node_labels["karpenter.sh/nodepool"], "general");
+    assert!(
+        node.finalizers()
+            .contains(&"karpenter.sh/termination".to_string())
+    );
+    assert_eq!(
+        node.metadata.owner_references.as_ref().unwrap()[0].kind,
+        "NodeClaim"
+    );
+    let keys: Vec<String> = node
+        .spec
+        .as_ref()
+        .unwrap()
+        .taints
+        .clone()
+        .unwrap()
+        .into_iter()
+        .map(|t| t.key)
+        .collect();
+    assert_eq!(
+        keys,
+        ["agent.example.com/starting"],
+        "the unregistered taint is removed"
+    );
+
+    // Ready with the startup taint still on: not initialized yet.
+    let ready = json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}});
+    cluster
+        .nodes()
+        .patch_status(
+            "ip-10-0-0-1.ec2.internal",
+            &PatchParams::default(),
+            &Patch::Merge(&ready),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    cluster.pass("general-a").await;
+    let waiting = cluster.claims().get("general-a").await.unwrap();
+    assert_eq!(
+        Cluster::condition(&waiting, "Initialized").1,
+        "StartupTaintsExist"
+    );
+
+    let untainted = json!({"spec": {"taints": null}});
+    cluster
+        .nodes()
+        .patch(
+            "ip-10-0-0-1.ec2.internal",
+            &PatchParams::default(),
+            &Patch::Merge(&untainted),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    cluster.pass("general-a").await;
+    let ready = cluster.claims().get("general-a").await.unwrap();
+    assert_eq!(Cluster::condition(&ready, "Initialized").0, "True");
+    assert_eq!(Cluster::condition(&ready, "Ready").0, "True");
+    let node = cluster
+        .nodes()
+        .get("ip-10-0-0-1.ec2.internal")
+        .await
+        .unwrap();
+    assert_eq!(
+        node.metadata.labels.unwrap()["karpenter.sh/initialized"],
+        "true"
+    );
+    cluster.driver.abort();
+}
+
+#[tokio::test]
+async fn insufficient_capacity_deletes_the_claim_with_an_event() {
+    let cluster = cluster().await;
+    cluster.cloud.inject_insufficient_capacity(OfferingKey {
+        instance_type: "m5.large".to_string(),
+        zone: "us-east-1a".to_string(),
+        capacity_type: "on-demand".to_string(),
+    });
+    cluster
+        .claims()
+        .create(&PostParams::default(), &claim("general-b"))
+        .await
+        .unwrap();
+    cluster.pass("general-b").await;
+    cluster.pass("general-b").await;
+    // The finalizer is still there: finalization (nothing launched) removes it.
+    cluster.pass("general-b").await;
+    assert!(
+        cluster
+            .claims()
+            .get_opt("general-b")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let events: Vec<String> = cluster
+        .server
+        .objects("events.k8s.io", "events")
+        .iter()
+        .filter(|e| e["regarding"]["name"] == "general-b")
+        .map(|e| e["reason"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(events, ["InsufficientCapacityError"]);
+    cluster.driver.abort();
+}
+
+#[tokio::test]
+async fn a_claim_that_never_registers_is_deleted_after_the_registration_timeout() {
+    let cluster = cluster().await;
+    cluster
+        .claims()
+        .create(&PostParams::default(), &claim("general-c"))
+        .await
+        .unwrap();
+    cluster.pass("general-c").await;
+    cluster.pass("general-c").await;
+    let launched = cluster.claims().get("general-c").await.unwrap();
+    let mut conditions = launched.status.clone().unwrap().conditions.unwrap();
+    for c in conditions.iter_mut().filter(|c| c.type_ == "Registered") {
+        c.last_transition_time = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::now()
+                - k8s_openapi::jiff::SignedDuration::from_secs(16 * 60),
+        );
+    }
+    let patch = json!({"status": {"conditions": conditions}});
+    cluster
+        .claims()
+        .patch_status("general-c", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    cluster.pass("general-c").await; // times out: deleted
+    cluster.pass("general-c").await; // finalizing: the instance is terminated
+    cluster.pass("general-c").await; // the provider no longer finds it: done
+    assert!(
+        cluster
+            .claims()
+            .get_opt("general-c")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        cluster.cloud.list().await.unwrap().is_empty(),
+        "its instance is terminated"
+    );
+    cluster.driver.abort();
+}
+
+#[tokio::test]
+async fn a_deleted_claim_removes_its_node_then_its_instance_even_if_already_gone() {
+    let cluster = cluster().await;
+    for name in ["general-d", "general-e"] {
+        cluster
+            .claims()
+            .create(&PostParams::default(), &claim(name))
+            .await
+            .unwrap();
+        cluster.pass(name).await;
+        cluster.pass(name).await;
+    }
+    // general-d has a node; general-e's instance vanishes behind our back.
+    let d = cluster.claims().get("general-d").await.unwrap();
+    cluster
+        .nodes()
+        .create(&PostParams::default(), &node_for(&d, true, json!([])))
+        .await
+        .unwrap();
+    cluster.settle_nodes(1).await;
+    cluster.pass("general-d").await;
+    let e = cluster.claims().get("general-e").await.unwrap();
+    let e_id = e.status.unwrap().provider_id.unwrap();
+    assert!(
+        cluster
+            .cloud
+            .terminate_out_of_band(e_id.rsplit('/').next().unwrap())
+    );
+
+    for name in ["general-d", "general-e"] {
+        cluster
+            .claims()
+            .delete(name, &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+    cluster.pass("general-e").await;
+    assert!(
+        cluster
+            .claims()
+            .get_opt("general-e")
+            .await
+            .unwrap()
+            .is_none(),
+        "finalized although its instance was gone"
+    );
+
+    cluster.pass("general-d").await; // deletes the node first
+    let node = cluster
+        .nodes()
+        .get("ip-10-0-0-1.ec2.internal")
+        .await
+        .unwrap();
+    assert!(node.metadata.deletion_timestamp.is_some());
+    assert_eq!(
+        cluster.cloud.list().await.unwrap().len(),
+        1,
+        "the instance waits for its node"
+    );
+    // The node termination controller drains and releases the node.
+    let release = json!({"metadata": {"finalizers": null}});
+    cluster
+        .nodes()
+        .patch(
+            "ip-10-0-0-1.ec2.internal",
+            &PatchParams::default(),
+            &Patch::Merge(&release),
+        )
+        .await
+        .unwrap();
+    cluster.settle_nodes(0).await;
+    cluster.pass("general-d").await; // terminates the instance
+    cluster.pass("general-d").await; // the provider no longer finds it: done
+    assert!(
+        cluster
+            .claims()
+            .get_opt("general-d")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(cluster.cloud.list().await.unwrap().is_empty());
+    cluster.driver.abort();
+}

@@ -1,0 +1,239 @@
+//! The provisioning controller against the API server double: pods
+//! kube-scheduler gave up on become NodeClaims, are nominated so they are not
+//! provisioned for twice, and pods nothing can hold get one event per round.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::events::{Recorder, Reporter};
+use nodewright::apis::{EC2NodeClass, NodeClaim, NodePool};
+use nodewright::aws::catalog::Catalog;
+use nodewright::aws::instance_types::InstanceTypeProvider;
+use nodewright::cluster::ClusterState;
+use nodewright::controllers::provisioning::{Provisioner, ProvisioningSettings};
+use nodewright::extensions::Extensions;
+use nodewright::sim::apiserver::ApiServer;
+use nodewright_host::HostConfig;
+use serde_json::json;
+
+const POOL: &str = r#"
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: general}
+spec:
+  limits: {cpu: "64"}
+  template:
+    metadata: {labels: {team: web}}
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements:
+      - {key: karpenter.k8s.aws/instance-family, operator: In, values: [m5]}
+      - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+"#;
+
+const CLASS: &str = r#"
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: default}
+spec:
+  role: NodeRole
+  amiSelectorTerms: [{alias: al2023@latest}]
+  subnetSelectorTerms: [{id: subnet-1}]
+  securityGroupSelectorTerms: [{id: sg-1}]
+"#;
+
+fn pod(name: &str, cpu: &str, unschedulable: bool) -> Pod {
+    let conditions = if unschedulable {
+        json!([{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}])
+    } else {
+        json!([])
+    };
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"containers": [{"name": "app", "image": "app",
+                 "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]},
+        "status": {"phase": "Pending", "conditions": conditions}
+    }))
+    .unwrap()
+}
+
+struct Cluster {
+    server: ApiServer,
+    state: Arc<ClusterState>,
+    provisioner: Provisioner,
+    driver: tokio::task::JoinHandle<()>,
+}
+
+async fn cluster(objects: &[Pod]) -> Cluster {
+    let server = ApiServer::default();
+    let client = server.client();
+    let pool: NodePool = serde_yaml::from_str(POOL).unwrap();
+    let class: EC2NodeClass = serde_yaml::from_str(CLASS).unwrap();
+    Api::<NodePool>::all(client.clone())
+        .create(&PostParams::default(), &pool)
+        .await
+        .unwrap();
+    Api::<EC2NodeClass>::all(client.clone())
+        .create(&PostParams::default(), &class)
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    for pod in objects {
+        // The API server drops a new pod's status; kube-scheduler writes it after.
+        let created = pods.create(&PostParams::default(), pod).await.unwrap();
+        let status = json!({"status": pod.status});
+        pods.patch_status(
+            created.metadata.name.as_deref().unwrap(),
+            &PatchParams::default(),
+            &Patch::Merge(&status),
+        )
+        .await
+        .unwrap();
+    }
+    let (state, driver) = ClusterState::start(client.clone());
+    let driver = tokio::spawn(driver);
+    state.synced().await;
+    let instance_types = Arc::new(InstanceTypeProvider::new(
+        Arc::new(Catalog::embedded("us-east-1").unwrap()),
+        Arc::new(Extensions::new(HostConfig::default()).unwrap()),
+        Arc::default(),
+    ));
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "nodewright".to_string(),
+            instance: None,
+        },
+    );
+    let provisioner = Provisioner::new(
+        client,
+        state.clone(),
+        instance_types,
+        ProvisioningSettings::default(),
+        recorder,
+    );
+    Cluster {
+        server,
+        state,
+        provisioner,
+        driver,
+    }
+}
+
+fn claims(server: &ApiServer) -> Vec<NodeClaim> {
+    server
+        .objects("karpenter.sh", "nodeclaims")
+        .into_iter()
+        .map(|v| serde_json::from_value(v).unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn unschedulable_pods_become_node_claims_once() {
+    let pods = [
+        pod("web-0", "1", true),
+        pod("web-1", "1", true),
+        pod("not-yet-tried", "1", false),
+    ];
+    let cluster = cluster(&pods).await;
+    let round = cluster.provisioner.provision().await.unwrap();
+    assert_eq!(
+        round.pending, 2,
+        "the pod kube-scheduler has not tried is not provisioned for"
+    );
+    assert_eq!(round.created.len(), 1);
+    let created = claims(&cluster.server);
+    assert_eq!(created.len(), 1);
+    let claim = &created[0];
+    let labels = claim.metadata.labels.as_ref().unwrap();
+    assert_eq!(labels["karpenter.sh/nodepool"], "general");
+    assert_eq!(labels["team"], "web");
+    let types = claim
+        .spec
+        .requirements
+        .iter()
+        .find(|r| r.key == "node.kubernetes.io/instance-type")
+        .unwrap();
+    assert!(
+        types
+            .values
+            .as_ref()
+            .unwrap()
+            .iter()
+            .all(|t| t.starts_with("m5."))
+    );
+    assert_eq!(
+        claim.metadata.owner_references.as_ref().unwrap()[0].kind,
+        "NodePool"
+    );
+
+    // The pods are nominated to it: the next round creates nothing.
+    assert_eq!(
+        cluster.state.nomination("default/web-0").as_deref(),
+        Some(claim.metadata.name.as_deref().unwrap())
+    );
+    let again = cluster.provisioner.provision().await.unwrap();
+    assert_eq!(again.pending, 0);
+    assert_eq!(claims(&cluster.server).len(), 1);
+    cluster.driver.abort();
+}
+
+#[tokio::test]
+async fn a_pod_nothing_can_hold_gets_one_failed_scheduling_event_per_round() {
+    let pods = [pod("huge", "500", true)];
+    let cluster = cluster(&pods).await;
+    let round = cluster.provisioner.provision().await.unwrap();
+    assert!(round.created.is_empty());
+    assert_eq!(round.unschedulable.len(), 1);
+    let events: Vec<String> = cluster
+        .server
+        .objects("events.k8s.io", "events")
+        .iter()
+        .filter(|e| e["regarding"]["name"] == "huge" && e["reason"] == "FailedScheduling")
+        .map(|e| e["note"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert!(events[0].contains("general"), "{}", events[0]);
+    cluster.driver.abort();
+}
+
+#[tokio::test]
+async fn the_nodepool_cpu_limit_counts_what_is_in_flight() {
+    // 64 CPUs of limit cannot hold 40 pods of 2 CPUs: what is created stays
+    // within it and the rest is reported.
+    let pods: Vec<Pod> = (0..40)
+        .map(|i| pod(&format!("web-{i}"), "2", true))
+        .collect();
+    let cluster = cluster(&pods).await;
+    let round = cluster.provisioner.provision().await.unwrap();
+    assert!(!round.created.is_empty());
+    assert!(
+        !round.unschedulable.is_empty(),
+        "the limit leaves pods unplaced"
+    );
+    let reason = &round.unschedulable[0].1;
+    assert!(reason.contains("limit"), "{reason}");
+    let requested: i64 = claims(&cluster.server)
+        .iter()
+        .map(|c| {
+            let cpu = &c
+                .spec
+                .resources
+                .as_ref()
+                .unwrap()
+                .requests
+                .as_ref()
+                .unwrap()["cpu"]
+                .0;
+            nodewright::scheduling::parse_quantity("cpu", cpu, 3).unwrap()
+        })
+        .sum();
+    assert!(requested <= 64_000, "{requested}");
+    // A second round with the same pending pods creates nothing more: the
+    // claims in flight count against the limit.
+    let before = claims(&cluster.server).len();
+    cluster.provisioner.provision().await.unwrap();
+    assert_eq!(claims(&cluster.server).len(), before);
+    cluster.driver.abort();
+}

@@ -297,16 +297,38 @@ impl AwsCloudProvider {
     }
 }
 
-/// The idempotency token of `claim`'s launch: its UID, or a hash of its name.
-pub fn client_token(claim: &NodeClaim) -> String {
-    match claim.metadata.uid.as_deref().filter(|u| !u.is_empty()) {
-        Some(uid) => format!("nodewright-{uid}"),
-        None => {
-            let digest = Sha256::digest(claim.metadata.name.as_deref().unwrap_or_default());
-            let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
-            format!("nodewright-{hex}")
+/// The idempotency token of `claim`'s launch: a hash of its UID (its name
+/// when it has none) and of what `request` asks for. A retry of the same
+/// launch reuses the token, so EC2 launches nothing new; a launch that
+/// changed (an offering marked unavailable since, a new AMI) gets a new one
+/// instead of EC2's `IdempotentParameterMismatch`.
+pub fn client_token(claim: &NodeClaim, request: &FleetRequest) -> String {
+    let identity = claim
+        .metadata
+        .uid
+        .as_deref()
+        .filter(|u| !u.is_empty())
+        .or(claim.metadata.name.as_deref())
+        .unwrap_or_default();
+    let mut hasher = Sha256::new();
+    hasher.update(identity.as_bytes());
+    hasher.update(request.capacity_type.label_value().as_bytes());
+    hasher.update(request.context.as_deref().unwrap_or_default().as_bytes());
+    for template in &request.templates {
+        hasher.update(format!("\n{}", template.name).as_bytes());
+        for o in &template.overrides {
+            hasher.update(
+                format!(
+                    "\n{} {} {} {} {:?}",
+                    o.instance_type, o.zone, o.subnet_id, o.image_id, o.priority
+                )
+                .as_bytes(),
+            );
         }
     }
+    let digest = hasher.finalize();
+    let hex: String = digest[..20].iter().map(|b| format!("{b:02x}")).collect();
+    format!("nodewright-{hex}")
 }
 
 /// What the launch path needs from the class status, or which field is missing.
@@ -482,7 +504,7 @@ impl CloudProvider for AwsCloudProvider {
                 .await?,
             prioritized: launch.prioritized,
             tags: instance_tags,
-            client_token: client_token(claim),
+            client_token: String::new(),
             context: class
                 .class
                 .spec
@@ -490,6 +512,7 @@ impl CloudProvider for AwsCloudProvider {
                 .clone()
                 .filter(|_| !min_values_relaxed(claim)),
         };
+        request.client_token = client_token(claim, &request);
         let outcome = match self.instances.create_fleet(&request).await {
             Err(e) if e.is_launch_template_not_found() => {
                 // Deleted behind our back while cached: create it again, once.
@@ -830,16 +853,41 @@ status:
     }
 
     #[test]
-    fn the_client_token_comes_from_the_uid_or_the_name() {
+    fn the_client_token_follows_the_claim_and_the_request() {
         let mut claim: NodeClaim = serde_yaml::from_str(
             "apiVersion: karpenter.sh/v1\nkind: NodeClaim\nmetadata: {name: a}\nspec:\n  requirements: []\n  nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n",
         )
         .unwrap();
-        let by_name = client_token(&claim);
-        assert_eq!(by_name.len(), "nodewright-".len() + 32);
+        let mut request = FleetRequest {
+            capacity_type: CapacityType::OnDemand,
+            reservation_kind: None,
+            templates: vec![FleetTemplate {
+                name: "karpenter.k8s.aws/1".to_string(),
+                overrides: vec![crate::aws::instance::FleetOverride {
+                    instance_type: "m5.large".to_string(),
+                    zone: "us-east-1a".to_string(),
+                    subnet_id: "subnet-a".to_string(),
+                    image_id: "ami-1".to_string(),
+                    priority: None,
+                }],
+            }],
+            prioritized: false,
+            tags: BTreeMap::new(),
+            client_token: String::new(),
+            context: None,
+        };
+        let by_name = client_token(&claim, &request);
+        assert_eq!(by_name.len(), "nodewright-".len() + 40);
+        assert_eq!(by_name, client_token(&claim, &request), "a retry reuses it");
         claim.metadata.uid = Some("0b7c".to_string());
-        assert_eq!(client_token(&claim), "nodewright-0b7c");
-        assert!(client_token(&claim).len() <= 64);
+        let by_uid = client_token(&claim, &request);
+        assert_ne!(by_uid, by_name);
+        request.templates[0].overrides[0].zone = "us-east-1b".to_string();
+        assert_ne!(
+            client_token(&claim, &request),
+            by_uid,
+            "a changed launch gets a new one"
+        );
     }
 
     #[test]

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use aws_sdk_ec2::operation::create_fleet::CreateFleetOutput;
+use aws_sdk_ec2::operation::create_fleet::{CreateFleetInput, CreateFleetOutput};
 use aws_sdk_ec2::operation::create_launch_template::CreateLaunchTemplateOutput;
 use aws_sdk_ec2::operation::describe_instances::DescribeInstancesOutput;
 use aws_sdk_ec2::types::{
@@ -584,7 +584,9 @@ fn fleet_error(code: &str, instance_type: &str, zone: &str) -> CreateFleetError 
 
 /// EC2 that has no instance for any claim yet, creates any template, and
 /// answers CreateFleet with `answer`, recording each request.
-fn mock_ec2(answer: impl Fn() -> CreateFleetOutput + Send + Sync + 'static) -> MockEc2 {
+fn mock_ec2(
+    answer: impl Fn(&CreateFleetInput) -> CreateFleetOutput + Send + Sync + 'static,
+) -> MockEc2 {
     let fleets = Arc::new(Mutex::new(Vec::new()));
     let seen = fleets.clone();
     let describe = mock!(aws_sdk_ec2::Client::describe_instances)
@@ -603,7 +605,7 @@ fn mock_ec2(answer: impl Fn() -> CreateFleetOutput + Send + Sync + 'static) -> M
         .build();
     let fleet = mock!(aws_sdk_ec2::Client::create_fleet).then_compute_output(move |input| {
         seen.lock().unwrap().push(input.clone());
-        answer()
+        answer(input)
     });
     MockEc2 {
         rules: vec![describe, template, fleet],
@@ -653,7 +655,7 @@ fn offering(instance_type: &str, zone: &str, capacity_type: &str) -> OfferingKey
 
 #[tokio::test]
 async fn insufficient_capacity_on_the_cheapest_offering_falls_back_and_is_remembered() {
-    let mock = mock_ec2(|| {
+    let mock = mock_ec2(|_| {
         CreateFleetOutput::builder()
             .errors(fleet_error(
                 "InsufficientInstanceCapacity",
@@ -719,7 +721,7 @@ async fn insufficient_capacity_on_the_cheapest_offering_falls_back_and_is_rememb
 
 #[tokio::test]
 async fn a_partial_fleet_launches_and_marks_only_capacity_errors() {
-    let mock = mock_ec2(|| {
+    let mock = mock_ec2(|_| {
         CreateFleetOutput::builder()
             .errors(fleet_error(
                 "UnfulfillableCapacity",
@@ -765,7 +767,7 @@ async fn a_partial_fleet_launches_and_marks_only_capacity_errors() {
 
 #[tokio::test]
 async fn a_fleet_that_launches_nothing_reports_every_refused_offering() {
-    let mock = mock_ec2(|| {
+    let mock = mock_ec2(|_| {
         CreateFleetOutput::builder()
             .errors(fleet_error(
                 "InsufficientInstanceCapacity",
@@ -809,7 +811,7 @@ async fn a_fleet_that_launches_nothing_reports_every_refused_offering() {
 
 #[tokio::test]
 async fn fleet_priorities_follow_the_scorers_launch_order() {
-    let mock = mock_ec2(|| {
+    let mock = mock_ec2(|_| {
         CreateFleetOutput::builder()
             .instances(fleet_instance("m7i-flex.large", "us-east-1a"))
             .build()
@@ -870,7 +872,7 @@ async fn fleet_priorities_follow_the_scorers_launch_order() {
 
 #[tokio::test]
 async fn one_create_makes_three_calls_cold_and_two_warm() {
-    let mock = mock_ec2(|| {
+    let mock = mock_ec2(|_| {
         CreateFleetOutput::builder()
             .instances(fleet_instance("m5.large", "us-east-1a"))
             .build()
@@ -1112,7 +1114,7 @@ async fn a_template_created_by_someone_else_meanwhile_is_described_and_used() {
 async fn a_template_deleted_behind_the_cache_is_created_again_once() {
     use aws_sdk_ec2::error::ErrorMetadata;
     use aws_sdk_ec2::operation::create_fleet::CreateFleetError as CreateFleetCallError;
-    let mut mock = mock_ec2(|| unreachable!("replaced below"));
+    let mut mock = mock_ec2(|_| unreachable!("replaced below"));
     mock.rules[2] = mock!(aws_sdk_ec2::Client::create_fleet)
         .sequence()
         .error(|| {
@@ -1143,4 +1145,35 @@ async fn a_template_deleted_behind_the_cache_is_created_again_once() {
         [1, 2, 2],
         "template created again, fleet retried once"
     );
+}
+
+#[tokio::test]
+async fn a_broad_claim_makes_one_template_per_pod_count_and_one_call_each_when_cold() {
+    let mock = mock_ec2(|input| {
+        let (instance_type, zone, _) = overrides(input).remove(0);
+        CreateFleetOutput::builder()
+            .instances(fleet_instance(&instance_type, &zone))
+            .build()
+    });
+    let (cloud, _) = mocked_provider(&mock, "broad-cluster");
+    let class = class("broad-class", &mock_net(), "");
+    let mut broad: NodeClaim = claim("broad", "broad-class", &["m5.large"], "on-demand");
+    broad.spec.requirements[0] = serde_yaml::from_str(
+        "{key: karpenter.k8s.aws/instance-category, operator: In, values: [c, m, r]}",
+    )
+    .unwrap();
+    cloud.create(&broad, &class).await.unwrap();
+    let request = mock.fleets.lock().unwrap()[0].clone();
+    let templates = request.launch_template_configs().len();
+    let overrides = overrides(&request).len();
+    let calls: Vec<usize> = mock.rules.iter().map(Rule::num_calls).collect();
+    eprintln!(
+        "broad claim: {overrides} overrides, {templates} launch templates, calls (DescribeInstances, CreateLaunchTemplate, CreateFleet) = {calls:?}"
+    );
+    assert_eq!(overrides, 60);
+    assert!(
+        templates > 1,
+        "types with different pod counts need their own user data"
+    );
+    assert_eq!(calls, [1, templates, 1]);
 }

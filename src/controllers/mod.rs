@@ -2,6 +2,7 @@
 //! one, the EC2NodeClass status controller; provisioning, launch and
 //! disruption are not built yet.
 
+pub mod node;
 pub mod nodeclaim;
 pub mod nodeclass;
 pub mod nodepool;

@@ -57,6 +57,9 @@ pub enum ControllerError {
     /// The API server refused or failed a request; retried with backoff.
     #[error("Kubernetes API: {0}")]
     Kube(#[from] kube::Error),
+    /// A cloud provider call failed; retried.
+    #[error("cloud provider: {0}")]
+    Cloud(#[from] crate::cloudprovider::CloudProviderError),
     /// A blocking extension task panicked or was cancelled.
     #[error("extension task: {0}")]
     Task(#[from] tokio::task::JoinError),

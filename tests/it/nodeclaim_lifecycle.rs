@@ -304,3 +304,86 @@ async fn a_deleted_claim_removes_its_node_then_its_instance_even_if_already_gone
     assert!(cluster.cloud.list().await.unwrap().is_empty());
     cluster.driver.abort();
 }
+
+#[tokio::test]
+async fn garbage_collection_removes_orphan_instances_and_claims_whose_instance_vanished() {
+    use nodewright::controllers::nodeclaim::garbage_collection::collect;
+    let cluster = cluster().await;
+    for name in ["general-f", "general-g"] {
+        cluster
+            .claims()
+            .create(&PostParams::default(), &claim(name))
+            .await
+            .unwrap();
+        cluster.pass(name).await;
+        cluster.pass(name).await;
+    }
+    // general-f registers with a node that then goes NotReady; its instance vanishes.
+    let f = cluster.claims().get("general-f").await.unwrap();
+    cluster
+        .nodes()
+        .create(&PostParams::default(), &node_for(&f, false, json!([])))
+        .await
+        .unwrap();
+    cluster.settle_nodes(1).await;
+    cluster.pass("general-f").await;
+    let f_id = f.status.unwrap().provider_id.unwrap();
+    assert!(
+        cluster
+            .cloud
+            .terminate_out_of_band(f_id.rsplit('/').next().unwrap())
+    );
+    // general-g's claim is removed without its finalizer running: its
+    // instance is left behind, an orphan (launched long enough ago).
+    let g = cluster.claims().get("general-g").await.unwrap();
+    let g_id = g.status.clone().unwrap().provider_id.unwrap();
+    let release = json!({"metadata": {"finalizers": null}});
+    cluster
+        .claims()
+        .patch(
+            "general-g",
+            &PatchParams::default(),
+            &Patch::Merge(&release),
+        )
+        .await
+        .unwrap();
+    cluster
+        .claims()
+        .delete("general-g", &DeleteParams::default())
+        .await
+        .unwrap();
+    for _ in 0..200 {
+        if cluster.ctx.state.node_claims.all().len() == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let young = collect(&cluster.ctx).await.unwrap();
+    assert!(
+        young.instances.is_empty(),
+        "a young orphan is left alone: {young:?}"
+    );
+    assert_eq!(young.node_claims, ["general-f"]);
+    assert!(
+        cluster
+            .claims()
+            .get("general-f")
+            .await
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_some()
+    );
+
+    // Aged past the grace period, the orphan is terminated.
+    let old = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        k8s_openapi::jiff::Timestamp::now() - k8s_openapi::jiff::SignedDuration::from_secs(60),
+    );
+    cluster
+        .cloud
+        .backdate(g_id.rsplit('/').next().unwrap(), old);
+    let done = collect(&cluster.ctx).await.unwrap();
+    assert_eq!(done.instances, [g_id]);
+    assert_eq!(cluster.cloud.list().await.unwrap().len(), 0);
+    cluster.driver.abort();
+}

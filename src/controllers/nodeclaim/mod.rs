@@ -3,6 +3,7 @@
 //! removed, then the instance), Karpenter's `nodeclaim.lifecycle`.
 
 mod finalize;
+pub mod garbage_collection;
 mod initialization;
 mod launch;
 mod lifecycle;

@@ -7,10 +7,10 @@ use std::sync::Arc;
 use nodewright_host::{HostConfig, credentials_from_docker_config};
 
 use super::CliError;
-use crate::aws::amis::AmiProvider;
-use crate::aws::catalog::Catalog;
+use crate::aws::catalog::refresh::{CatalogRefresher, log_report};
 use crate::aws::clients::{AwsClients, AwsSettings, sdk_config};
 use crate::aws::instance_types::InstanceTypeProvider;
+use crate::aws::pricing::PricingProvider;
 use crate::extensions::Extensions;
 
 /// Arguments of `nodewright controller`.
@@ -20,6 +20,18 @@ pub struct ControllerArgs {
     /// profile, or instance metadata).
     #[arg(long, env = "AWS_REGION")]
     region: Option<String>,
+    /// The cluster's name, as Karpenter's `--cluster-name`: it names and
+    /// tags the instance profiles nodewright makes for `spec.role`
+    /// (`<cluster>_<number>` under `/karpenter/<region>/<cluster>/`) and
+    /// tags what is launched (`kubernetes.io/cluster/<cluster>`,
+    /// `eks:eks-cluster-name`).
+    #[arg(long, env = "CLUSTER_NAME")]
+    cluster_name: String,
+    /// Skip the dry-run checks of the EC2 calls a launch makes
+    /// (`ValidationSucceeded` is then `True` without asking EC2), as
+    /// Karpenter's `--disable-dry-run`.
+    #[arg(long, env = "DISABLE_DRY_RUN")]
+    disable_dry_run: bool,
     /// Kubernetes minor version for AMI alias SSM paths (`1.34`); by default
     /// the API server's.
     #[arg(long)]
@@ -104,17 +116,30 @@ pub fn run(args: &ControllerArgs) -> Result<(), CliError> {
             .region()
             .map(|r| r.to_string())
             .ok_or("no AWS region: pass --region or set AWS_REGION")?;
-        let catalog = Catalog::embedded(&region)?;
         let clients = AwsClients::new(&sdk);
         let extensions = Extensions::new(host_config)?;
-        tracing::info!(%region, %kubernetes_version, catalog = catalog.version(), "starting");
-        let instance_types =
-            InstanceTypeProvider::new(Arc::new(catalog), Arc::new(extensions), Arc::default());
+        // The live catalog: read once now (falling back to the embedded one
+        // if EC2 cannot be read), then refreshed in the background.
+        let pricing = PricingProvider::new(&region, clients.pricing.clone(), clients.ec2.clone())?;
+        let refresher = Arc::new(CatalogRefresher::new(clients.ec2.clone(), pricing));
+        let first = refresher.refresh().await?;
+        log_report(&region, &first);
+        tracing::info!(%region, %kubernetes_version, cluster = %args.cluster_name, catalog = first.catalog.version(), "starting");
+        let instance_types = Arc::new(InstanceTypeProvider::new(
+            first.catalog,
+            Arc::new(extensions),
+            Arc::default(),
+        ));
+        tokio::spawn(refresher.run(instance_types.clone()));
         let context = crate::controllers::Context::new(
             client,
-            Arc::new(instance_types),
-            AmiProvider::new(clients.ec2, clients.ssm),
-            kubernetes_version,
+            instance_types,
+            &clients,
+            crate::controllers::ControllerSettings {
+                kubernetes_version,
+                cluster_name: args.cluster_name.clone(),
+                disable_dry_run: args.disable_dry_run,
+            },
         );
         crate::controllers::run(Arc::new(context)).await?;
         Ok(())
@@ -157,7 +182,7 @@ mod tests {
     }
 
     fn args(flags: &[&str]) -> ControllerArgs {
-        let mut argv = vec!["controller"];
+        let mut argv = vec!["controller", "--cluster-name", "demo"];
         argv.extend_from_slice(flags);
         Wrapper::parse_from(argv).args
     }
@@ -208,6 +233,18 @@ mod tests {
                 .starts_with("--registry-config /nonexistent/config.json"),
             "{missing}"
         );
+    }
+
+    #[test]
+    fn the_cluster_name_is_required_and_dry_runs_can_be_disabled() {
+        let parsed = args(&["--disable-dry-run"]);
+        assert_eq!(parsed.cluster_name, "demo");
+        assert!(parsed.disable_dry_run);
+        assert!(!args(&[]).disable_dry_run);
+        if std::env::var_os("CLUSTER_NAME").is_none() {
+            let missing = Wrapper::try_parse_from(["controller"]).unwrap_err();
+            assert!(missing.to_string().contains("--cluster-name"), "{missing}");
+        }
     }
 
     #[test]

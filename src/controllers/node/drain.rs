@@ -168,7 +168,10 @@ pub async fn remove(
             ..DeleteParams::default()
         };
         return match api.delete(&name, &params).await {
-            Ok(_) => Ok(Removal::Done),
+            Ok(_) => {
+                drained("deleted");
+                Ok(Removal::Done)
+            }
             Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(Removal::Done),
             Err(e) => Err(e),
         };
@@ -188,8 +191,21 @@ pub async fn remove(
         }),
         ..EvictParams::default()
     };
-    match api.evict(&name, &params).await {
-        Ok(_) => Ok(Removal::Done),
+    let result = api.evict(&name, &params).await;
+    let code = match &result {
+        Ok(_) => 200,
+        Err(kube::Error::Api(s)) => s.code,
+        Err(_) => 0,
+    };
+    crate::metrics::metrics()
+        .pods_eviction_requests
+        .get_or_create(&crate::metrics::labels(&[("code", &code.to_string())]))
+        .inc();
+    match result {
+        Ok(_) => {
+            drained("evicted");
+            Ok(Removal::Done)
+        }
         Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(Removal::Done),
         Err(kube::Error::Api(s))
             if s.code == 429 || (s.code == 500 && s.message.contains("multiple")) =>
@@ -205,3 +221,10 @@ pub async fn remove(
 
 /// How long a blocked drain waits before trying again.
 pub const DRAIN_RETRY: Duration = Duration::from_secs(1);
+
+fn drained(reason: &str) {
+    crate::metrics::metrics()
+        .pods_drained
+        .get_or_create(&crate::metrics::labels(&[("reason", reason)]))
+        .inc();
+}

@@ -137,6 +137,12 @@ pub async fn reconcile(ctx: &NodeClaimContext, node: &Node) -> Result<Action, Co
         return Ok(Action::requeue(DRAIN_RETRY));
     }
     if let Some(claim) = &claim {
+        let newly_drained = claim
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_deref())
+            .and_then(|c| crate::apis::conditions::find_condition(c, NODE_CLAIM_DRAINED))
+            .is_none_or(|c| !c.is_true());
         set_claim_condition(
             ctx,
             claim,
@@ -145,6 +151,14 @@ pub async fn reconcile(ctx: &NodeClaimContext, node: &Node) -> Result<Action, Co
             "Drained",
         )
         .await?;
+        if newly_drained {
+            let (pool, _) =
+                crate::controllers::nodeclaim::pool_and_zone(node.metadata.labels.as_ref());
+            crate::metrics::metrics()
+                .nodes_drained
+                .get_or_create(&crate::metrics::labels(&[("nodepool", &pool)]))
+                .inc();
+        }
         match ctx.cloud.delete(claim).await {
             Err(error) if error.is_not_found() => {}
             Ok(()) => {
@@ -253,6 +267,14 @@ async fn release(ctx: &NodeClaimContext, node: &Node) -> Result<Action, Controll
         Err(error) => return Err(error.into()),
     }
     tracing::info!(node = %node.name_any(), "deleted node");
+    let (pool, zone) = crate::controllers::nodeclaim::pool_and_zone(node.metadata.labels.as_ref());
+    crate::metrics::metrics()
+        .nodes_terminated
+        .get_or_create(&crate::metrics::labels(&[
+            ("nodepool", &pool),
+            ("zone", &zone),
+        ]))
+        .inc();
     Ok(Action::await_change())
 }
 

@@ -149,6 +149,7 @@ pub async fn collect(ctx: &NodeClaimContext) -> Result<Collected, ControllerErro
             Err(error) => return Err(error.into()),
         }
         tracing::info!(nodeclaim = %claim.name_any(), "deleted a NodeClaim whose instance is gone");
+        super::record_disrupted(&claim, "garbage_collected");
         collected.node_claims.push(claim.name_any());
     }
     Ok(collected)

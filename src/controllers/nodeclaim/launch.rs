@@ -75,10 +75,12 @@ pub async fn launch(
         }
         Err(error @ CloudProviderError::InsufficientCapacity { .. }) => {
             delete(ctx, claim, "InsufficientCapacityError", &error.to_string()).await?;
+            super::record_disrupted(claim, "insufficient_capacity");
             Ok(Launch::Deleted)
         }
         Err(error @ CloudProviderError::NodeClassNotReady { .. }) => {
             delete(ctx, claim, "NodeClassNotReady", &error.to_string()).await?;
+            super::record_disrupted(claim, "nodeclass_not_ready");
             Ok(Launch::Deleted)
         }
         Err(error) => {

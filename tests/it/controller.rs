@@ -379,6 +379,8 @@ async fn the_controller_binary_runs_against_a_kubeconfig_and_the_aws_environment
             "us-east-1",
             "--cluster-name",
             "binary-test",
+            "--cluster-endpoint",
+            "https://binary-test.example",
             "--bind-address",
             "127.0.0.1",
             "--metrics-port",

@@ -34,6 +34,25 @@ pub struct ControllerArgs {
     /// the embedded catalog's region (default us-east-1).
     #[arg(long, env = "AWS_REGION")]
     pub region: Option<String>,
+    /// The API server URL nodes join (`https://….eks.amazonaws.com`, as
+    /// `aws eks describe-cluster --query cluster.endpoint` prints it).
+    /// Required with `--cloud-provider aws`.
+    #[arg(long, env = "CLUSTER_ENDPOINT")]
+    pub cluster_endpoint: Option<String>,
+    /// The cluster's CA bundle, base64-encoded PEM, for node bootstrap; by
+    /// default the CA the controller itself trusts for the API server (its
+    /// service account's or kubeconfig's).
+    #[arg(long, env = "CLUSTER_CA_BUNDLE")]
+    pub cluster_ca_bundle: Option<String>,
+    /// The cluster's service CIDR (`10.100.0.0/16`), which AL2023 nodes
+    /// (nodeadm) need; an IPv6 CIDR makes launched nodes IPv6.
+    #[arg(long, env = "SERVICE_CIDR")]
+    pub service_cidr: Option<String>,
+    /// The cluster DNS IP nodes use when a class sets no
+    /// `spec.kubelet.clusterDNS`; by default the ClusterIP of the
+    /// `kube-system/kube-dns` Service.
+    #[arg(long, env = "CLUSTER_DNS_IP")]
+    pub cluster_dns_ip: Option<String>,
     /// Kubernetes minor version for AMI alias SSM paths (`1.34`); by default
     /// the API server's.
     #[arg(long, env = "KUBERNETES_VERSION")]
@@ -185,6 +204,19 @@ fn duration(text: &str) -> Result<Duration, String> {
 }
 
 impl ControllerArgs {
+    /// `--cluster-endpoint`, which `--cloud-provider aws` cannot launch
+    /// without.
+    pub fn cluster_endpoint(&self) -> Result<String, CliError> {
+        match (&self.cluster_endpoint, self.cloud_provider) {
+            (Some(endpoint), _) => Ok(endpoint.clone()),
+            (None, CloudProviderKind::Simulated) => Ok(String::new()),
+            (None, CloudProviderKind::Aws) => Err("--cloud-provider aws needs --cluster-endpoint \
+                 (or CLUSTER_ENDPOINT): the API server URL nodes join, as \
+                 `aws eks describe-cluster --query cluster.endpoint` prints it"
+                .into()),
+        }
+    }
+
     /// Checks `--feature-gates`: known gates only; `ReservedCapacity` on;
     /// gates of features nodewright does not have off.
     pub fn check_feature_gates(&self) -> Result<(), CliError> {

@@ -2,6 +2,7 @@
 //! kubeconfig or the pod's service account (see `crate::operator`).
 
 mod args;
+mod launch;
 
 use std::sync::Arc;
 
@@ -12,6 +13,7 @@ use super::CliError;
 use crate::aws::catalog::Catalog;
 use crate::aws::catalog::refresh::{CatalogRefresher, log_report};
 use crate::aws::clients::{AwsClients, AwsSettings, sdk_config};
+use crate::aws::cloudprovider::AwsCloudProvider;
 use crate::aws::instance_types::InstanceTypeProvider;
 use crate::aws::pricing::PricingProvider;
 use crate::cloudprovider::simulated::{SimulatedCloudProvider, SimulatedSettings};
@@ -24,13 +26,16 @@ use crate::operator::Operator;
 pub fn run(args: &ControllerArgs) -> Result<(), CliError> {
     init_logging(args.log_format, &args.log_level)?;
     args.check_feature_gates()?;
+    args.cluster_endpoint()?;
     let host_config = args.host_config()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        let client = kube::Client::try_default()
+        let config = kube::Config::infer()
             .await
+            .map_err(|e| format!("no Kubernetes configuration (kubeconfig or service account): {e}"))?;
+        let client = kube::Client::try_from(config.clone())
             .map_err(|e| format!("cannot reach the Kubernetes API server: {e}"))?;
         let kubernetes_version = match &args.kubernetes_version {
             Some(version) => version.clone(),
@@ -72,6 +77,7 @@ pub fn run(args: &ControllerArgs) -> Result<(), CliError> {
                         .region()
                         .map(|r| r.to_string())
                         .ok_or("no AWS region: pass --region or set AWS_REGION")?;
+                    let launch = launch::launch_settings(args, &config, &client).await?;
                     let clients = AwsClients::new(&sdk);
                     // The live catalog: read once now (falling back to the
                     // embedded one if EC2 cannot be read), then refreshed.
@@ -84,9 +90,15 @@ pub fn run(args: &ControllerArgs) -> Result<(), CliError> {
                     let instance_types = Arc::new(InstanceTypeProvider::new(
                         first.catalog,
                         extensions,
-                        unavailable,
+                        unavailable.clone(),
                     ));
                     tokio::spawn(refresher.run(instance_types.clone()));
+                    let cloud = Arc::new(AwsCloudProvider::new(
+                        clients.clone(),
+                        instance_types.clone(),
+                        unavailable,
+                        launch,
+                    ));
                     let context = crate::controllers::Context::new(
                         client.clone(),
                         instance_types.clone(),
@@ -97,7 +109,8 @@ pub fn run(args: &ControllerArgs) -> Result<(), CliError> {
                             disable_dry_run: args.disable_dry_run,
                         },
                     );
-                    (instance_types, None, Some(Arc::new(context)))
+                    let cloud = cloud as Arc<dyn CloudProvider>;
+                    (instance_types, Some(cloud), Some(Arc::new(context)))
                 }
             };
         let operator = Operator {
@@ -264,6 +277,21 @@ mod tests {
                 .leader_election
                 .is_none()
         );
+    }
+
+    #[test]
+    fn launching_on_aws_needs_the_cluster_endpoint() {
+        let err = args(&[]).cluster_endpoint().unwrap_err().to_string();
+        assert!(err.contains("--cluster-endpoint"), "{err}");
+        assert!(
+            args(&["--cloud-provider", "simulated"])
+                .cluster_endpoint()
+                .is_ok()
+        );
+        let endpoint = args(&["--cluster-endpoint", "https://k.example"])
+            .cluster_endpoint()
+            .unwrap();
+        assert_eq!(endpoint, "https://k.example");
     }
 
     #[test]

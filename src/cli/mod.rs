@@ -4,6 +4,7 @@ mod catalog;
 mod controller;
 mod crds;
 mod filter;
+mod sandbox;
 mod simulate;
 mod table;
 
@@ -33,6 +34,9 @@ enum Command {
     Crds(crds::CrdsArgs),
     /// Run one provisioning round on YAML manifests and print the plan.
     Simulate(simulate::SimulateArgs),
+    /// Run a whole cluster on this machine (API server, simulated kubelet and
+    /// cloud, the controllers) for kubectl, until Ctrl-C.
+    Sandbox(sandbox::SandboxArgs),
     /// Test an extension component against the catalog, or scaffold a new one.
     Filter(filter::FilterArgs),
 }
@@ -48,6 +52,7 @@ pub fn main() -> ExitCode {
         Command::Controller(args) => controller::run(&args),
         Command::Crds(args) => crds::run(&args),
         Command::Simulate(args) => simulate::run(&args),
+        Command::Sandbox(args) => sandbox::run(&args),
         Command::Filter(args) => filter::run(args),
     };
     match result {

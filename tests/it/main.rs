@@ -13,5 +13,6 @@ mod moto;
 mod nodeclaim_lifecycle;
 mod nodepool;
 mod provisioning;
+mod sandbox;
 mod simulate;
 mod support;

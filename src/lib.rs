@@ -7,5 +7,7 @@ pub mod cloudprovider;
 pub mod cluster;
 pub mod controllers;
 pub mod extensions;
+pub mod metrics;
+pub mod operator;
 pub mod scheduling;
 pub mod sim;

@@ -638,7 +638,8 @@ pub struct CpuOptions {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EC2NodeClassStatus {
-    /// Resolved subnets.
+    /// Resolved subnets, most available IPv4 addresses first (ties by id):
+    /// a launch uses the first subnet of each zone in this order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subnets: Option<Vec<SubnetStatus>>,
     /// Resolved security groups.

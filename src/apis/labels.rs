@@ -48,6 +48,8 @@ pub const ARCH_LABEL_KEY: &str = "kubernetes.io/arch";
 pub const OS_LABEL_KEY: &str = "kubernetes.io/os";
 /// `node.kubernetes.io/windows-build`.
 pub const WINDOWS_BUILD_LABEL_KEY: &str = "node.kubernetes.io/windows-build";
+/// The label Kubernetes puts on every Namespace with its name.
+pub const NAMESPACE_NAME_LABEL_KEY: &str = "kubernetes.io/metadata.name";
 /// `kubernetes.io/hostname` (restricted: Karpenter never lets users set it).
 pub const HOSTNAME_LABEL_KEY: &str = "kubernetes.io/hostname";
 
@@ -311,6 +313,15 @@ pub const CLUSTER_NAME_TAGGED_ANNOTATION_KEY: &str =
 pub const DISRUPTED_TAINT_KEY: &str = "karpenter.sh/disrupted";
 /// Taint key put on nodes until they register (`NoExecute`).
 pub const UNREGISTERED_TAINT_KEY: &str = "karpenter.sh/unregistered";
+/// Taint the node lifecycle controller puts on a node that is not ready.
+pub const NOT_READY_TAINT_KEY: &str = "node.kubernetes.io/not-ready";
+/// Taint the node lifecycle controller puts on a node it cannot reach.
+pub const UNREACHABLE_TAINT_KEY: &str = "node.kubernetes.io/unreachable";
+/// Taint a node carries until the cloud controller manager initializes it.
+pub const CLOUD_PROVIDER_UNINITIALIZED_TAINT_KEY: &str =
+    "node.cloudprovider.kubernetes.io/uninitialized";
+/// Prefix of the taint keys readiness gates put on starting nodes.
+pub const READINESS_TAINT_KEY_PREFIX: &str = "readiness.k8s.io/";
 /// Finalizer on NodeClaims and Nodes.
 pub const TERMINATION_FINALIZER: &str = "karpenter.sh/termination";
 /// Finalizer on EC2NodeClasses.

@@ -88,13 +88,13 @@ fn key_rules(node_pool: bool) -> Vec<serde_json::Value> {
     })];
     if node_pool {
         rules.push(serde_json::json!({
-            "message": "label \"karpenter.sh/nodepool\" is restricted",
-            "rule": "self != \"karpenter.sh/nodepool\"",
+            "message": format!("label \"{}\" is restricted", labels::NODE_POOL_LABEL_KEY),
+            "rule": format!("self != \"{}\"", labels::NODE_POOL_LABEL_KEY),
         }));
     }
     rules.push(serde_json::json!({
-        "message": "label \"kubernetes.io/hostname\" is restricted",
-        "rule": "self != \"kubernetes.io/hostname\"",
+        "message": format!("label \"{}\" is restricted", labels::HOSTNAME_LABEL_KEY),
+        "rule": format!("self != \"{}\"", labels::HOSTNAME_LABEL_KEY),
     }));
     rules.push(serde_json::json!({
         "message": "label domain \"karpenter.k8s.aws\" is restricted",
@@ -117,12 +117,12 @@ pub fn label_map_rules() -> serde_json::Value {
             ),
         },
         {
-            "message": "label \"karpenter.sh/nodepool\" is restricted",
-            "rule": "self.all(x, x != \"karpenter.sh/nodepool\")",
+            "message": format!("label \"{}\" is restricted", labels::NODE_POOL_LABEL_KEY),
+            "rule": format!("self.all(x, x != \"{}\")", labels::NODE_POOL_LABEL_KEY),
         },
         {
-            "message": "label \"kubernetes.io/hostname\" is restricted",
-            "rule": "self.all(x, x != \"kubernetes.io/hostname\")",
+            "message": format!("label \"{}\" is restricted", labels::HOSTNAME_LABEL_KEY),
+            "rule": format!("self.all(x, x != \"{}\")", labels::HOSTNAME_LABEL_KEY),
         },
         {
             "message": "label domain \"karpenter.k8s.aws\" is restricted",

@@ -399,7 +399,7 @@ mod tests {
             .spec
             .requirements
             .push(NodeSelectorRequirementWithMinValues {
-                key: "karpenter.sh/capacity-type".into(),
+                key: labels::CAPACITY_TYPE_LABEL_KEY.into(),
                 operator: RequirementOperator::In,
                 values: Some(vec!["cheap".into()]),
                 min_values: None,
@@ -408,7 +408,7 @@ mod tests {
             .spec
             .requirements
             .push(NodeSelectorRequirementWithMinValues {
-                key: "karpenter.sh/nodepool".into(),
+                key: labels::NODE_POOL_LABEL_KEY.into(),
                 operator: RequirementOperator::Exists,
                 values: None,
                 min_values: None,
@@ -417,7 +417,7 @@ mod tests {
             .spec
             .requirements
             .push(NodeSelectorRequirementWithMinValues {
-                key: "karpenter.k8s.aws/instance-family".into(),
+                key: labels::INSTANCE_FAMILY_LABEL_KEY.into(),
                 operator: RequirementOperator::In,
                 values: Some(vec!["m5".into()]),
                 min_values: Some(2),
@@ -462,7 +462,7 @@ mod tests {
     #[test]
     fn numeric_operators_need_one_non_negative_integer() {
         let requirement = |values: &[&str]| NodeSelectorRequirementWithMinValues {
-            key: "karpenter.k8s.aws/instance-cpu".into(),
+            key: labels::INSTANCE_CPU_LABEL_KEY.into(),
             operator: RequirementOperator::Gte,
             values: Some(values.iter().map(|v| v.to_string()).collect()),
             min_values: None,

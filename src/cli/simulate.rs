@@ -6,7 +6,11 @@ use clap::{Args, ValueEnum};
 
 use super::table::Table;
 use super::{CliError, emit};
-use crate::sim::{Plan, SimulateOptions, simulate};
+use crate::aws::catalog::PriceSource;
+use crate::aws::catalog::live::{LiveCatalog, fetch_catalog};
+use crate::aws::clients::{AwsClients, AwsSettings, sdk_config};
+use crate::aws::pricing::{PricingError, PricingProvider};
+use crate::sim::{CatalogKind, Plan, SimulateOptions, simulate, simulate_with};
 
 /// Arguments of `nodewright simulate`.
 #[derive(Debug, Args)]
@@ -15,9 +19,15 @@ pub struct SimulateArgs {
     /// ReplicaSets, StatefulSets, Jobs, DaemonSets, Nodes, ConfigMaps.
     #[arg(required = true, value_name = "FILE_OR_DIR")]
     paths: Vec<PathBuf>,
-    /// AWS region of the embedded catalog.
+    /// AWS region: of the embedded catalog, or the one asked with --aws.
     #[arg(long, default_value = "us-east-1")]
     region: String,
+    /// Read instance types, offerings and prices from the EC2 and Pricing
+    /// APIs (default credential chain; AWS_ENDPOINT_URL is honoured) instead
+    /// of the embedded catalog. Prices that cannot be read fall back to the
+    /// embedded snapshot, with a warning.
+    #[arg(long)]
+    aws: bool,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Output::Table)]
     output: Output,
@@ -34,14 +44,71 @@ enum Output {
 
 /// Runs the simulation and prints the plan.
 pub fn run(args: &SimulateArgs) -> Result<(), CliError> {
-    let plan = simulate(&SimulateOptions {
+    let options = SimulateOptions {
         paths: args.paths.clone(),
         region: args.region.clone(),
         ignore_preferences: args.ignore_preferences,
-    })?;
+    };
+    let plan = if args.aws {
+        let live = live_catalog(&args.region)?;
+        let warnings: Vec<String> = live
+            .price_errors
+            .iter()
+            .map(|e| price_warning(e, &live))
+            .collect();
+        let mut plan = simulate_with(&options, live.catalog, CatalogKind::Live)?;
+        plan.catalog_warnings = warnings;
+        plan
+    } else {
+        simulate(&options)?
+    };
     match args.output {
         Output::Table => emit(&render(&plan)),
         Output::Json => emit(&format!("{}\n", serde_json::to_string_pretty(&plan)?)),
+    }
+}
+
+/// Reads the live catalog of `region` once, on a runtime of its own (the
+/// simulation itself runs outside it).
+fn live_catalog(region: &str) -> Result<LiveCatalog, CliError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let sdk = sdk_config(&AwsSettings {
+            region: Some(region.to_string()),
+            ..AwsSettings::default()
+        })
+        .await;
+        let clients = AwsClients::new(&sdk);
+        let pricing = PricingProvider::new(region, clients.pricing.clone(), clients.ec2.clone())?;
+        let live = fetch_catalog(&clients.ec2, &pricing)
+            .await
+            .map_err(|e| format!("--aws: {e}"))?;
+        Ok(live)
+    })
+}
+
+/// What a failed price refresh means for the plan's prices.
+fn price_warning(error: &PricingError, live: &LiveCatalog) -> String {
+    match error {
+        PricingError::SpotPriceHistory { .. } | PricingError::NoSpotPrices { .. } => {
+            format!("spot prices: {error}; the on-demand price stands in, marked as an estimate")
+        }
+        _ => {
+            let snapshot = match live.catalog.prices().source() {
+                PriceSource::Snapshot { generated_at } => {
+                    format!("the embedded snapshot of {generated_at}")
+                }
+                PriceSource::Borrowed {
+                    from_region,
+                    generated_at,
+                } => format!(
+                    "the embedded {from_region} snapshot of {generated_at}, marked as estimates"
+                ),
+            };
+            format!("on-demand prices: {error}; {snapshot} stands in")
+        }
     }
 }
 
@@ -100,8 +167,23 @@ fn render(plan: &Plan) -> String {
         plan.region,
         plan.solve_millis
     ));
+    match plan.catalog {
+        CatalogKind::Embedded => out.push_str(
+            "catalog: embedded in the binary (--aws reads it from the EC2 and Pricing APIs)\n",
+        ),
+        CatalogKind::Live => out.push_str(&format!(
+            "catalog: live, from the EC2 and Pricing APIs in {}\n",
+            plan.region
+        )),
+    }
+    for warning in &plan.catalog_warnings {
+        out.push_str(&format!("warning: {warning}\n"));
+    }
     if plan.node_claims.iter().any(|c| c.price_is_estimate) {
-        out.push_str("~ marks estimated prices (no spot price source offline; on-demand price shown as the upper bound)\n");
+        out.push_str(match plan.catalog {
+            CatalogKind::Embedded => "~ marks estimated prices (no spot price source offline; on-demand price shown as the upper bound)\n",
+            CatalogKind::Live => "~ marks estimated prices (the on-demand price where no spot price is known, or another region's snapshot)\n",
+        });
     }
     out
 }
@@ -143,4 +225,43 @@ fn render_extensions(plan: &Plan) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scheduling::SchedulingResult;
+
+    fn empty_plan(kind: CatalogKind, warnings: &[&str]) -> Plan {
+        let mut plan = Plan::new(
+            "eu-west-1",
+            &SchedulingResult::default(),
+            &Default::default(),
+            0.0,
+        );
+        plan.catalog = kind;
+        plan.catalog_warnings = warnings.iter().map(|w| w.to_string()).collect();
+        plan
+    }
+
+    #[test]
+    fn the_footer_names_the_catalog_and_its_warnings() {
+        let embedded = render(&empty_plan(CatalogKind::Embedded, &[]));
+        assert!(
+            embedded.contains("catalog: embedded in the binary"),
+            "{embedded}"
+        );
+        let live = render(&empty_plan(
+            CatalogKind::Live,
+            &["on-demand prices: denied"],
+        ));
+        assert!(
+            live.contains("catalog: live, from the EC2 and Pricing APIs in eu-west-1"),
+            "{live}"
+        );
+        assert!(live.contains("warning: on-demand prices: denied"), "{live}");
+        let json = serde_json::to_value(empty_plan(CatalogKind::Embedded, &[])).unwrap();
+        assert_eq!(json["catalog"], "embedded");
+        assert!(json.get("catalogWarnings").is_none());
+    }
 }

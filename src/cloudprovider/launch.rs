@@ -9,7 +9,9 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::{CloudProviderError, LaunchableTypes};
 use crate::apis::labels::{
-    CAPACITY_RESERVATION_ID_LABEL_KEY, CAPACITY_TYPE_LABEL_KEY, WELL_KNOWN_LABELS, ZONE_LABEL_KEY,
+    CAPACITY_RESERVATION_ID_LABEL_KEY, CAPACITY_RESERVATION_INTERRUPTIBLE_LABEL_KEY,
+    CAPACITY_RESERVATION_TYPE_LABEL_KEY, CAPACITY_TYPE_LABEL_KEY, WELL_KNOWN_LABELS,
+    ZONE_LABEL_KEY,
 };
 use crate::apis::{NodeClaim, NodeClaimStatus};
 use crate::scheduling::node_pool::node_claim_requirements;
@@ -165,23 +167,28 @@ pub struct Launched<'a> {
 pub fn launched_node_claim(claim: &NodeClaim, launched: &Launched<'_>) -> NodeClaim {
     let mut out = claim.clone();
     let mut labels = out.metadata.labels.take().unwrap_or_default();
+    // Reservation labels describe the offering, not the type: a type with
+    // one reservation would otherwise label every launch of it.
+    let reservation_keys = [
+        CAPACITY_RESERVATION_ID_LABEL_KEY,
+        CAPACITY_RESERVATION_TYPE_LABEL_KEY,
+        CAPACITY_RESERVATION_INTERRUPTIBLE_LABEL_KEY,
+    ];
     for (key, value) in launched.instance_type.requirements.single_value_labels() {
-        if WELL_KNOWN_LABELS.contains(&key.as_str()) {
+        if WELL_KNOWN_LABELS.contains(&key.as_str()) && !reservation_keys.contains(&key.as_str()) {
             labels.insert(key, value);
         }
+    }
+    for key in reservation_keys {
+        labels.remove(key);
     }
     labels.insert(ZONE_LABEL_KEY.to_string(), launched.offering.zone.clone());
     labels.insert(
         CAPACITY_TYPE_LABEL_KEY.to_string(),
         launched.offering.capacity_type.label_value().to_string(),
     );
-    match &launched.offering.reservation_id {
-        Some(id) => {
-            labels.insert(CAPACITY_RESERVATION_ID_LABEL_KEY.to_string(), id.clone());
-        }
-        None => {
-            labels.remove(CAPACITY_RESERVATION_ID_LABEL_KEY);
-        }
+    if let Some(id) = &launched.offering.reservation_id {
+        labels.insert(CAPACITY_RESERVATION_ID_LABEL_KEY.to_string(), id.clone());
     }
     out.metadata.labels = Some(labels);
     let status = out.status.get_or_insert_with(NodeClaimStatus::default);
@@ -240,4 +247,71 @@ pub fn image_for<'a>(
                 })
         })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scheduling::{CapacityType, Overhead, Requirement, Requirements};
+
+    fn claim() -> NodeClaim {
+        serde_yaml::from_str(
+            "apiVersion: karpenter.sh/v1\nkind: NodeClaim\nmetadata: {name: c, labels: {team: web}}\nspec:\n  requirements: []\n  nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n",
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn reservation_labels_come_from_the_offering_not_the_type() {
+        let mut requirements = Requirements::new();
+        // A type with one reservation carries its labels single-valued.
+        requirements.add(Requirement::single(
+            CAPACITY_RESERVATION_TYPE_LABEL_KEY,
+            "default",
+        ));
+        requirements.add(Requirement::single(
+            CAPACITY_RESERVATION_INTERRUPTIBLE_LABEL_KEY,
+            "false",
+        ));
+        requirements.add(Requirement::single(
+            "karpenter.k8s.aws/instance-family",
+            "m5",
+        ));
+        let on_demand = Offering::new("us-east-1a", CapacityType::OnDemand, 0.096);
+        let reserved = Offering::reserved("us-east-1a", 0.0, "cr-1", 1);
+        let it = InstanceType::new(
+            "m5.large",
+            requirements,
+            vec![on_demand.clone(), reserved.clone()],
+            Resources::cpu_memory(2000, 8 << 30),
+            Overhead::default(),
+        );
+        let launch = |offering: &Offering| {
+            launched_node_claim(
+                &claim(),
+                &Launched {
+                    instance_type: &it,
+                    offering,
+                    provider_id: provider_id("us-east-1a", "i-1"),
+                    image_id: "ami-1".to_string(),
+                },
+            )
+        };
+        let labels = launch(&on_demand).metadata.labels.unwrap();
+        assert_eq!(labels["karpenter.k8s.aws/instance-family"], "m5");
+        assert_eq!(labels["team"], "web");
+        assert_eq!(labels[CAPACITY_TYPE_LABEL_KEY], "on-demand");
+        for key in [
+            CAPACITY_RESERVATION_ID_LABEL_KEY,
+            CAPACITY_RESERVATION_TYPE_LABEL_KEY,
+            CAPACITY_RESERVATION_INTERRUPTIBLE_LABEL_KEY,
+        ] {
+            assert!(!labels.contains_key(key), "{key} on an on-demand launch");
+        }
+        let labels = launch(&reserved).metadata.labels.unwrap();
+        assert_eq!(labels[CAPACITY_RESERVATION_ID_LABEL_KEY], "cr-1");
+        assert_eq!(labels[CAPACITY_TYPE_LABEL_KEY], "reserved");
+        assert_eq!(instance_id("aws:///us-east-1a/i-1"), Some("i-1"));
+        assert_eq!(instance_id("gce://x"), None);
+    }
 }

@@ -11,6 +11,7 @@
 mod drift;
 mod error;
 pub mod launch;
+pub mod metered;
 pub mod simulated;
 mod unavailable_offerings;
 

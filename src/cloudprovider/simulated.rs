@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::launch::{Launched, image_for, launch_options, launched_node_claim, provider_id};
 use super::{
@@ -90,6 +91,18 @@ impl SimulatedCloudProvider {
         let removed = state.instances.remove(instance_id).is_some();
         state.by_claim.retain(|_, id| id != instance_id);
         removed
+    }
+
+    /// Moves an instance's launch time, as if it had run since `launched`.
+    /// False when it is not running.
+    pub fn backdate(&self, instance_id: &str, launched: Time) -> bool {
+        match self.lock().instances.get_mut(instance_id) {
+            Some(instance) => {
+                instance.metadata.creation_timestamp = Some(launched);
+                true
+            }
+            None => false,
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -202,7 +215,7 @@ impl CloudProvider for SimulatedCloudProvider {
         }
         state.next_id += 1;
         let instance_id = format!("i-{:017x}", state.next_id);
-        let launched = launched_node_claim(
+        let mut launched = launched_node_claim(
             claim,
             &Launched {
                 instance_type: &option.instance_type,
@@ -211,6 +224,8 @@ impl CloudProvider for SimulatedCloudProvider {
                 image_id: image.id.clone(),
             },
         );
+        // As listed, an instance was created when it launched.
+        launched.metadata.creation_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
         state
             .instances
             .insert(instance_id.clone(), launched.clone());

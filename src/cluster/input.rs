@@ -393,7 +393,7 @@ fn in_flight_node(claim: &NodeClaim, pods: &[K8sPod]) -> Result<ExistingNode, Co
 /// Namespaces, and for a pod's namespace without one just the
 /// `kubernetes.io/metadata.name` label the API server puts on every namespace.
 fn namespace_labels(snapshot: &ClusterSnapshot) -> BTreeMap<String, BTreeMap<String, String>> {
-    const NAME_LABEL: &str = "kubernetes.io/metadata.name";
+    use crate::apis::labels::NAMESPACE_NAME_LABEL_KEY as NAME_LABEL;
     let mut out: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
     for ns in &snapshot.namespaces {
         let Some(name) = ns.metadata.name.clone() else {

@@ -1,7 +1,10 @@
-//! Controllers: reconcile loops over the cluster's objects. Today there is
-//! one, the EC2NodeClass status controller; provisioning, launch and
-//! disruption are not built yet.
+//! Controllers: reconcile loops over the cluster's objects. [`run`] starts
+//! the EC2NodeClass status controller (subnets, security groups, instance
+//! profile, capacity reservations, AMIs, extensions, dry-run validation,
+//! readiness).
 
+pub mod gauges;
+pub mod node;
 pub mod nodeclaim;
 pub mod nodeclass;
 pub mod nodepool;
@@ -12,7 +15,25 @@ use std::sync::Arc;
 use kube::runtime::events::{Recorder, Reporter};
 
 use crate::aws::amis::AmiProvider;
+use crate::aws::capacity_reservations::CapacityReservationProvider;
+use crate::aws::clients::AwsClients;
+use crate::aws::dry_run::DryRunProvider;
+use crate::aws::instance_profile::InstanceProfileProvider;
 use crate::aws::instance_types::InstanceTypeProvider;
+use crate::aws::security_groups::SecurityGroupProvider;
+use crate::aws::subnets::SubnetProvider;
+
+/// Settings of the controllers that come from flags.
+#[derive(Debug, Clone, Default)]
+pub struct ControllerSettings {
+    /// `major.minor` of the cluster, for AMI alias paths.
+    pub kubernetes_version: String,
+    /// The cluster's name (`--cluster-name`): in instance profile names,
+    /// paths and tags, and in the tags of launched resources.
+    pub cluster_name: String,
+    /// Skip the dry-run permission checks (`--disable-dry-run`).
+    pub disable_dry_run: bool,
+}
 
 /// What every controller shares.
 pub struct Context {
@@ -22,31 +43,61 @@ pub struct Context {
     pub instance_types: Arc<InstanceTypeProvider>,
     /// Finds the images an EC2NodeClass selects.
     pub amis: AmiProvider,
+    /// Finds the subnets an EC2NodeClass selects.
+    pub subnets: SubnetProvider,
+    /// Finds the security groups an EC2NodeClass selects.
+    pub security_groups: SecurityGroupProvider,
+    /// Makes and finds instance profiles.
+    pub instance_profiles: InstanceProfileProvider,
+    /// Finds capacity reservations and keeps their free counts (shared
+    /// with `instance_types`).
+    pub capacity_reservations: CapacityReservationProvider,
+    /// Dry-runs the calls a launch makes.
+    pub dry_run: DryRunProvider,
     /// `major.minor` of the cluster, for AMI alias paths.
     pub kubernetes_version: String,
+    /// The cluster's name (`--cluster-name`).
+    pub cluster_name: String,
+    /// Skip the dry-run permission checks (`--disable-dry-run`).
+    pub disable_dry_run: bool,
     /// Publishes events as `nodewright`.
     pub recorder: Recorder,
 }
 
 impl Context {
-    /// A context whose events are reported by the `nodewright` controller.
+    /// A context over `aws` whose events are reported by the `nodewright`
+    /// controller. The capacity reservation provider keeps its free counts
+    /// where `instance_types` reads them.
     pub fn new(
         client: kube::Client,
         instance_types: Arc<InstanceTypeProvider>,
-        amis: AmiProvider,
-        kubernetes_version: String,
+        aws: &AwsClients,
+        settings: ControllerSettings,
     ) -> Self {
         let reporter = Reporter {
             controller: "nodewright".to_string(),
             instance: std::env::var("POD_NAME").ok(),
         };
+        let availability = instance_types.reservation_availability().clone();
         Context {
             recorder: Recorder::new(client.clone(), reporter),
             client,
+            amis: AmiProvider::new(aws.ec2.clone(), aws.ssm.clone()),
+            subnets: SubnetProvider::new(aws.ec2.clone()),
+            security_groups: SecurityGroupProvider::new(aws.ec2.clone()),
+            instance_profiles: InstanceProfileProvider::new(aws.iam.clone()),
+            capacity_reservations: CapacityReservationProvider::new(aws.ec2.clone(), availability),
+            dry_run: DryRunProvider::new(aws.ec2.clone()),
             instance_types,
-            amis,
-            kubernetes_version,
+            kubernetes_version: settings.kubernetes_version,
+            cluster_name: settings.cluster_name,
+            disable_dry_run: settings.disable_dry_run,
         }
+    }
+
+    /// The AWS region the controllers work in (the catalog's).
+    pub fn region(&self) -> String {
+        self.instance_types.catalog().region().to_string()
     }
 }
 
@@ -56,6 +107,9 @@ pub enum ControllerError {
     /// The API server refused or failed a request; retried with backoff.
     #[error("Kubernetes API: {0}")]
     Kube(#[from] kube::Error),
+    /// A cloud provider call failed; retried.
+    #[error("cloud provider: {0}")]
+    Cloud(#[from] crate::cloudprovider::CloudProviderError),
     /// A blocking extension task panicked or was cancelled.
     #[error("extension task: {0}")]
     Task(#[from] tokio::task::JoinError),

@@ -55,7 +55,8 @@ pub struct ExistingNode {
     /// topology, anti-affinity and host ports).
     pub pods: Vec<Pod>,
     /// False for nodes still starting: ephemeral and startup taints are
-    /// ignored and the NodePool's daemonsets are assumed to land on it.
+    /// ignored. (On every node, room is kept for the DaemonSets that would
+    /// run on it and have no pod there yet.)
     pub initialized: bool,
     /// Nodes being deleted take no new pods.
     pub marked_for_deletion: bool,
@@ -144,7 +145,8 @@ pub struct NewNodeClaim {
     pub reservation_id: Option<String>,
     /// Pods (`namespace/name`) planned onto it.
     pub pods: Vec<String>,
-    /// Total requests, daemonset overhead included.
+    /// Total requests: the pods', plus the daemonsets that every instance-type
+    /// option runs (per resource, the least over the options).
     pub requests: Resources,
     /// The NodeClaim's requirements after all pods were added.
     pub requirements: Requirements,

@@ -17,7 +17,6 @@ pub mod requirements;
 pub mod resources;
 mod solver;
 pub mod taints;
-mod topology;
 
 pub use convert::{ConvertError, daemonset_pod_from_k8s, node_from_k8s, pod_from_k8s};
 pub use input::{

@@ -188,7 +188,7 @@ spec:
         assert_eq!(spec.weight, 10);
         let category = spec
             .requirements
-            .get("karpenter.k8s.aws/instance-category")
+            .get(crate::apis::labels::INSTANCE_CATEGORY_LABEL_KEY)
             .unwrap();
         assert!(category.has("c") && category.has("m") && !category.has("r"));
         assert_eq!(category.min_values, Some(2));

@@ -2,6 +2,11 @@
 
 use std::fmt;
 
+use crate::apis::labels::{
+    CLOUD_PROVIDER_UNINITIALIZED_TAINT_KEY, NOT_READY_TAINT_KEY, READINESS_TAINT_KEY_PREFIX,
+    UNREACHABLE_TAINT_KEY, UNREGISTERED_TAINT_KEY,
+};
+
 /// What a taint does to pods that do not tolerate it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TaintEffect {
@@ -120,18 +125,17 @@ pub fn first_untolerated<'a>(
 /// Taints a node carries only while starting up; Karpenter assumes they go
 /// away and ignores them for placement on nodes that are not yet initialized.
 pub fn is_known_ephemeral(taint: &Taint) -> bool {
-    matches!(
-        (taint.key.as_str(), taint.effect),
-        (
-            "node.kubernetes.io/not-ready",
-            TaintEffect::NoSchedule | TaintEffect::NoExecute
-        ) | ("node.kubernetes.io/unreachable", TaintEffect::NoSchedule)
-            | (
-                "node.cloudprovider.kubernetes.io/uninitialized",
-                TaintEffect::NoSchedule
-            )
-            | ("karpenter.sh/unregistered", TaintEffect::NoExecute)
-    ) || taint.key.starts_with("readiness.k8s.io/")
+    let key = taint.key.as_str();
+    let ephemeral = match taint.effect {
+        TaintEffect::NoSchedule => {
+            key == NOT_READY_TAINT_KEY
+                || key == UNREACHABLE_TAINT_KEY
+                || key == CLOUD_PROVIDER_UNINITIALIZED_TAINT_KEY
+        }
+        TaintEffect::NoExecute => key == NOT_READY_TAINT_KEY || key == UNREGISTERED_TAINT_KEY,
+        TaintEffect::PreferNoSchedule => false,
+    };
+    ephemeral || key.starts_with(READINESS_TAINT_KEY_PREFIX)
 }
 
 #[cfg(test)]
@@ -155,7 +159,7 @@ mod tests {
         assert!(first_untolerated([&prefer], &[], false).is_none());
         assert!(first_untolerated([&prefer], &[], true).is_some());
         assert!(is_known_ephemeral(&Taint::new(
-            "node.kubernetes.io/not-ready",
+            NOT_READY_TAINT_KEY,
             "",
             TaintEffect::NoExecute
         )));

@@ -1,5 +1,6 @@
 //! `nodewright simulate`: one provisioning round on manifests read from disk,
-//! with the embedded EC2 catalog standing in for the EC2 API.
+//! with the embedded EC2 catalog standing in for the EC2 API, or a catalog
+//! read from it (`--aws`).
 //!
 //! The pipeline is the controller's: the manifests become a cluster snapshot,
 //! which `crate::cluster` turns into the scheduler's input (each NodePool's
@@ -26,7 +27,7 @@ use crate::scheduling::{InstanceType, Scheduler, SchedulerOptions};
 use nodewright_host::{HostConfig, HostError};
 
 pub use manifests::{ManifestError, Manifests};
-pub use plan::Plan;
+pub use plan::{CatalogKind, Plan};
 
 /// Why a simulation could not run.
 #[derive(Debug, thiserror::Error)]
@@ -61,13 +62,25 @@ pub struct SimulateOptions {
     pub ignore_preferences: bool,
 }
 
-/// Runs one provisioning round and returns the plan.
+/// Runs one provisioning round on the embedded catalog and returns the plan.
 pub fn simulate(options: &SimulateOptions) -> Result<Plan, SimulateError> {
+    let catalog = Catalog::embedded(&options.region)?;
+    simulate_with(options, catalog, CatalogKind::Embedded)
+}
+
+/// Runs one provisioning round on `catalog` (of `kind`, reported in the
+/// plan) and returns the plan; `options.region` is not read.
+pub fn simulate_with(
+    options: &SimulateOptions,
+    catalog: Catalog,
+    kind: CatalogKind,
+) -> Result<Plan, SimulateError> {
     let manifests = Manifests::load(&options.paths)?;
-    let catalog = Arc::new(Catalog::embedded(&options.region)?);
     let extensions = Arc::new(Extensions::new(HostConfig::default())?);
-    let provider = InstanceTypeProvider::new(catalog, extensions, Arc::default());
-    plan(&manifests, &provider, options.ignore_preferences)
+    let provider = InstanceTypeProvider::new(Arc::new(catalog), extensions, Arc::default());
+    let mut plan = plan(&manifests, &provider, options.ignore_preferences)?;
+    plan.catalog = kind;
+    Ok(plan)
 }
 
 /// Plans one provisioning round for manifests already read, with instance

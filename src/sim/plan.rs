@@ -124,12 +124,27 @@ impl ExtensionRun {
     }
 }
 
+/// Where a simulation's instance types, offerings and prices came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CatalogKind {
+    /// The catalog compiled into the binary.
+    Embedded,
+    /// The EC2 and Pricing APIs (`--aws`).
+    Live,
+}
+
 /// The outcome of one simulated provisioning round.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Plan {
     /// Region of the catalog used.
     pub region: String,
+    /// Which catalog was used.
+    pub catalog: CatalogKind,
+    /// What the catalog lacks: price refreshes that failed, with what stands in.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub catalog_warnings: Vec<String>,
     /// NodeClaims to create.
     pub node_claims: Vec<PlannedNodeClaim>,
     /// Existing nodes that receive pods.
@@ -233,6 +248,8 @@ impl Plan {
         let total_price_per_hour = node_claims.iter().map(|c| c.price_per_hour).sum();
         Plan {
             region: region.to_string(),
+            catalog: CatalogKind::Embedded,
+            catalog_warnings: Vec::new(),
             node_claims,
             existing_nodes: existing
                 .into_iter()

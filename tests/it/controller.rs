@@ -1,6 +1,7 @@
 //! The EC2NodeClass status controller against the in-process API server:
-//! `ExtensionsReady`, `AMIsReady`, `status.amis` and events. AMIs come from
-//! SDK mocks of the alias parameters (moto refuses `/aws/service/...`).
+//! `ExtensionsReady`, `AMIsReady`, `status.amis` and events. AWS is the
+//! mocked account of `crate::nodeclass` (moto refuses the alias parameters
+//! under `/aws/service/...`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,16 +9,11 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use nodewright::apis::{ConditionStatus, EC2NodeClass, NodePool};
-use nodewright::aws::amis::AmiProvider;
-use nodewright::aws::catalog::Catalog;
-use nodewright::aws::instance_types::InstanceTypeProvider;
 use nodewright::controllers::{self, Context, nodeclass::reconcile_node_class};
-use nodewright::extensions::Extensions;
 use nodewright::sim::apiserver::ApiServer;
-use nodewright_host::HostConfig;
 use serde_json::{Value, json};
 
-use crate::amis::alias_clients;
+use crate::nodeclass::{FakeAws, context_on};
 
 /// A server, a context on it, and the client the test writes with.
 fn cluster() -> (ApiServer, Arc<Context>) {
@@ -26,18 +22,8 @@ fn cluster() -> (ApiServer, Arc<Context>) {
 
 /// A context on `server`.
 fn cluster_on(server: ApiServer) -> (ApiServer, Arc<Context>) {
-    let (ec2, ssm) = alias_clients();
-    let context = Context::new(
-        server.client(),
-        Arc::new(InstanceTypeProvider::new(
-            Arc::new(Catalog::embedded("us-east-1").unwrap()),
-            Arc::new(Extensions::new(HostConfig::default()).unwrap()),
-            Arc::default(),
-        )),
-        AmiProvider::new(ec2, ssm),
-        "1.34".to_string(),
-    );
-    (server, Arc::new(context))
+    let context = context_on(&server, &FakeAws::default().mocked().clients);
+    (server, context)
 }
 
 fn class(name: &str, extensions: Option<Value>) -> EC2NodeClass {
@@ -232,7 +218,7 @@ async fn a_config_map_module_recovers_when_its_config_map_appears() {
         .unwrap();
     // Another controller's condition, which this one must leave alone.
     let other = json!({"status": {"conditions": [{
-        "type": "SubnetsReady", "status": "True", "reason": "SubnetsReady",
+        "type": "example.com/Audited", "status": "True", "reason": "Audited",
         "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z",
     }]}});
     classes
@@ -270,7 +256,7 @@ async fn a_config_map_module_recovers_when_its_config_map_appears() {
         ConditionStatus::True
     );
     assert_eq!(
-        condition(&recovered, "SubnetsReady").status,
+        condition(&recovered, "example.com/Audited").status,
         ConditionStatus::True
     );
     let events = events_about(&server, "from-cm");
@@ -387,7 +373,19 @@ async fn the_controller_binary_runs_against_a_kubeconfig_and_the_aws_environment
         .unwrap();
 
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_nodewright"))
-        .args(["controller", "--region", "us-east-1"])
+        .args([
+            "controller",
+            "--region",
+            "us-east-1",
+            "--cluster-name",
+            "binary-test",
+            "--bind-address",
+            "127.0.0.1",
+            "--metrics-port",
+            "0",
+            "--health-probe-port",
+            "0",
+        ])
         .env("KUBECONFIG", &kubeconfig)
         .env("AWS_ENDPOINT_URL", &crate::moto::moto().endpoint)
         .env("AWS_ACCESS_KEY_ID", "testing")

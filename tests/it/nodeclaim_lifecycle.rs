@@ -2,181 +2,14 @@
 //! cloud: launch, registration, initialization, the liveness timeout,
 //! capacity errors, and finalization (also when the instance is already gone).
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::runtime::events::{Recorder, Reporter};
-use nodewright::apis::{EC2NodeClass, NodeClaim};
-use nodewright::aws::catalog::Catalog;
-use nodewright::aws::instance_types::InstanceTypeProvider;
-use nodewright::cloudprovider::simulated::{SimulatedCloudProvider, SimulatedSettings};
-use nodewright::cloudprovider::{CloudProvider, OfferingKey, UnavailableOfferings};
-use nodewright::cluster::ClusterState;
-use nodewright::controllers::nodeclaim::{NodeClaimContext, reconcile};
-use nodewright::extensions::Extensions;
-use nodewright::sim::apiserver::ApiServer;
-use nodewright_host::HostConfig;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use nodewright::cloudprovider::{CloudProvider, OfferingKey};
 use serde_json::json;
 
-const CLASS: &str = r#"
-apiVersion: karpenter.k8s.aws/v1
-kind: EC2NodeClass
-metadata: {name: default}
-spec:
-  role: NodeRole
-  amiSelectorTerms: [{alias: al2023@latest}]
-  subnetSelectorTerms: [{id: subnet-1}]
-  securityGroupSelectorTerms: [{id: sg-1}]
-"#;
-
-fn claim(name: &str) -> NodeClaim {
-    serde_json::from_value(json!({
-        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
-        "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": "general", "team": "web"}},
-        "spec": {
-            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-            "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
-            "startupTaints": [{"key": "agent.example.com/starting", "effect": "NoSchedule"}],
-            "requirements": [
-                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large"]},
-                {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
-                {"key": "karpenter.sh/nodepool", "operator": "In", "values": ["general"]}
-            ]
-        }
-    }))
-    .unwrap()
-}
-
-struct Cluster {
-    server: ApiServer,
-    ctx: NodeClaimContext,
-    cloud: Arc<SimulatedCloudProvider>,
-    driver: tokio::task::JoinHandle<()>,
-}
-
-async fn cluster() -> Cluster {
-    let server = ApiServer::default();
-    let client = server.client();
-    let mut class: EC2NodeClass = serde_yaml::from_str(CLASS).unwrap();
-    let classes: Api<EC2NodeClass> = Api::all(client.clone());
-    class = classes
-        .create(&PostParams::default(), &class)
-        .await
-        .unwrap();
-    let status = json!({"status": {
-        "subnets": [{"id": "subnet-1", "zone": "us-east-1a"}],
-        "amis": [{"id": "ami-amd64", "requirements": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}]
-    }});
-    classes
-        .patch_status(
-            &class.metadata.name.unwrap(),
-            &PatchParams::default(),
-            &Patch::Merge(&status),
-        )
-        .await
-        .unwrap();
-    let (state, driver) = ClusterState::start(client.clone());
-    let driver = tokio::spawn(driver);
-    state.synced().await;
-    let unavailable = Arc::new(UnavailableOfferings::default());
-    let types = Arc::new(InstanceTypeProvider::new(
-        Arc::new(Catalog::embedded("us-east-1").unwrap()),
-        Arc::new(Extensions::new(HostConfig::default()).unwrap()),
-        unavailable.clone(),
-    ));
-    let cloud = Arc::new(SimulatedCloudProvider::new(
-        types,
-        unavailable,
-        SimulatedSettings::default(),
-    ));
-    let recorder = Recorder::new(
-        client.clone(),
-        Reporter {
-            controller: "nodewright".to_string(),
-            instance: None,
-        },
-    );
-    let ctx = NodeClaimContext {
-        client,
-        state,
-        cloud: cloud.clone(),
-        recorder,
-    };
-    Cluster {
-        server,
-        ctx,
-        cloud,
-        driver,
-    }
-}
-
-impl Cluster {
-    fn claims(&self) -> Api<NodeClaim> {
-        Api::all(self.ctx.client.clone())
-    }
-
-    fn nodes(&self) -> Api<Node> {
-        Api::all(self.ctx.client.clone())
-    }
-
-    /// Reconciles `name` once against what the cluster state holds, after
-    /// waiting for the state to catch up with the API server.
-    async fn pass(&self, name: &str) {
-        let stored = self.claims().get_opt(name).await.unwrap();
-        let Some(stored) = stored else { return };
-        let version = stored.metadata.resource_version.clone();
-        for _ in 0..200 {
-            let seen = self
-                .ctx
-                .state
-                .node_claims
-                .all()
-                .into_iter()
-                .find(|c| c.metadata.name.as_deref() == Some(name));
-            if seen.is_some_and(|c| c.metadata.resource_version == version) {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        reconcile(&self.ctx, &stored).await.unwrap();
-    }
-
-    async fn settle_nodes(&self, count: usize) {
-        for _ in 0..200 {
-            if self.ctx.state.nodes.all().len() == count {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        panic!("the cluster state never saw {count} nodes");
-    }
-
-    fn condition(claim: &NodeClaim, type_: &str) -> (String, String) {
-        let c = claim
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .and_then(|c| c.iter().find(|c| c.type_ == type_).cloned())
-            .unwrap_or_else(|| panic!("no {type_} condition"));
-        (format!("{:?}", c.status), c.reason.unwrap_or_default())
-    }
-}
-
-fn node_for(claim: &NodeClaim, ready: bool, taints: serde_json::Value) -> Node {
-    let provider_id = claim.status.as_ref().unwrap().provider_id.clone().unwrap();
-    serde_json::from_value(json!({
-        "metadata": {"name": "ip-10-0-0-1.ec2.internal", "labels": {"kubernetes.io/hostname": "ip-10-0-0-1"}},
-        "spec": {"providerID": provider_id, "taints": taints},
-        "status": {
-            "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}],
-            "allocatable": {"cpu": "1930m", "memory": "7Gi", "pods": "29"}
-        }
-    }))
-    .unwrap()
-}
+use crate::fixture::{Cluster, claim, cluster, node_for};
 
 #[tokio::test]
 async fn a_claim_launches_registers_and_initializes() {
@@ -469,5 +302,88 @@ async fn a_deleted_claim_removes_its_node_then_its_instance_even_if_already_gone
             .is_none()
     );
     assert!(cluster.cloud.list().await.unwrap().is_empty());
+    cluster.driver.abort();
+}
+
+#[tokio::test]
+async fn garbage_collection_removes_orphan_instances_and_claims_whose_instance_vanished() {
+    use nodewright::controllers::nodeclaim::garbage_collection::collect;
+    let cluster = cluster().await;
+    for name in ["general-f", "general-g"] {
+        cluster
+            .claims()
+            .create(&PostParams::default(), &claim(name))
+            .await
+            .unwrap();
+        cluster.pass(name).await;
+        cluster.pass(name).await;
+    }
+    // general-f registers with a node that then goes NotReady; its instance vanishes.
+    let f = cluster.claims().get("general-f").await.unwrap();
+    cluster
+        .nodes()
+        .create(&PostParams::default(), &node_for(&f, false, json!([])))
+        .await
+        .unwrap();
+    cluster.settle_nodes(1).await;
+    cluster.pass("general-f").await;
+    let f_id = f.status.unwrap().provider_id.unwrap();
+    assert!(
+        cluster
+            .cloud
+            .terminate_out_of_band(f_id.rsplit('/').next().unwrap())
+    );
+    // general-g's claim is removed without its finalizer running: its
+    // instance is left behind, an orphan (launched long enough ago).
+    let g = cluster.claims().get("general-g").await.unwrap();
+    let g_id = g.status.clone().unwrap().provider_id.unwrap();
+    let release = json!({"metadata": {"finalizers": null}});
+    cluster
+        .claims()
+        .patch(
+            "general-g",
+            &PatchParams::default(),
+            &Patch::Merge(&release),
+        )
+        .await
+        .unwrap();
+    cluster
+        .claims()
+        .delete("general-g", &DeleteParams::default())
+        .await
+        .unwrap();
+    for _ in 0..200 {
+        if cluster.ctx.state.node_claims.all().len() == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let young = collect(&cluster.ctx).await.unwrap();
+    assert!(
+        young.instances.is_empty(),
+        "a young orphan is left alone: {young:?}"
+    );
+    assert_eq!(young.node_claims, ["general-f"]);
+    assert!(
+        cluster
+            .claims()
+            .get("general-f")
+            .await
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_some()
+    );
+
+    // Aged past the grace period, the orphan is terminated.
+    let old = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        k8s_openapi::jiff::Timestamp::now() - k8s_openapi::jiff::SignedDuration::from_secs(60),
+    );
+    cluster
+        .cloud
+        .backdate(g_id.rsplit('/').next().unwrap(), old);
+    let done = collect(&cluster.ctx).await.unwrap();
+    assert_eq!(done.instances, [g_id]);
+    assert_eq!(cluster.cloud.list().await.unwrap().len(), 0);
     cluster.driver.abort();
 }

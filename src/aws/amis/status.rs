@@ -12,9 +12,10 @@ use crate::apis::{Condition, ConditionStatus};
 /// The condition type on an EC2NodeClass that reports whether it has an image to boot.
 pub const AMIS_READY: &str = "AMIsReady";
 
-const ARCH: &str = "kubernetes.io/arch";
-const GPU_COUNT: &str = "karpenter.k8s.aws/instance-gpu-count";
-const ACCELERATOR_COUNT: &str = "karpenter.k8s.aws/instance-accelerator-count";
+use crate::apis::labels::{
+    ARCH_LABEL_KEY as ARCH, INSTANCE_ACCELERATOR_COUNT_LABEL_KEY as ACCELERATOR_COUNT,
+    INSTANCE_GPU_COUNT_LABEL_KEY as GPU_COUNT,
+};
 
 /// `status.amis` for the selector's ordered choice: the first image per
 /// requirement set (architecture, plus the variant when its SSM path named

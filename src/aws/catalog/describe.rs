@@ -5,10 +5,10 @@
 //! responses and live SDK results all convert into the same structs. Every field
 //! EC2 may omit is optional; the resolver decides what an absent value means.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// One entry of `DescribeInstanceTypes`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct InstanceTypeInfo {
     /// The instance type name, e.g. `c7i-flex.large`.
@@ -58,7 +58,7 @@ pub struct InstanceTypeInfo {
 }
 
 /// `VCpuInfo`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct VCpuInfo {
     /// vCPUs a launched instance gets by default.
@@ -67,7 +67,7 @@ pub struct VCpuInfo {
 }
 
 /// `MemoryInfo`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct MemoryInfo {
     /// Memory in MiB as EC2 advertises it (before hypervisor overhead).
@@ -76,7 +76,7 @@ pub struct MemoryInfo {
 }
 
 /// `ProcessorInfo`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct ProcessorInfo {
     /// `x86_64`, `arm64`, `i386`, `x86_64_mac`, `arm64_mac`.
@@ -89,7 +89,7 @@ pub struct ProcessorInfo {
 }
 
 /// `NetworkInfo`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct NetworkInfo {
     /// Index of the card the VPC CNI attaches interfaces to.
@@ -115,7 +115,7 @@ pub struct NetworkInfo {
 }
 
 /// `EfaInfo`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct EfaInfo {
     /// EFA interfaces the type supports.
@@ -124,7 +124,7 @@ pub struct EfaInfo {
 }
 
 /// One entry of `NetworkInfo.NetworkCards`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct NetworkCard {
     /// Position of the card.
@@ -138,7 +138,7 @@ pub struct NetworkCard {
 }
 
 /// `EbsInfo`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct EbsInfo {
     /// `default`, `supported` or `unsupported`.
@@ -148,7 +148,7 @@ pub struct EbsInfo {
 }
 
 /// `EbsOptimizedInfo`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct EbsOptimizedInfo {
     /// Peak EBS bandwidth.
@@ -156,7 +156,7 @@ pub struct EbsOptimizedInfo {
 }
 
 /// `GpuInfo`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct GpuInfo {
     /// One entry per GPU model on the type.
@@ -165,7 +165,7 @@ pub struct GpuInfo {
 }
 
 /// One entry of `GpuInfo.Gpus`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct GpuDevice {
     /// Model name, e.g. `A10G`.
@@ -183,7 +183,7 @@ pub struct GpuDevice {
 }
 
 /// `NeuronInfo`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct NeuronInfo {
     /// One entry per Neuron device model.
@@ -192,7 +192,7 @@ pub struct NeuronInfo {
 }
 
 /// One entry of `NeuronInfo.NeuronDevices`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct NeuronDevice {
     /// `Inferentia`, `Inferentia2`, `Trainium`, ...
@@ -207,7 +207,7 @@ pub struct NeuronDevice {
 }
 
 /// `NeuronDevice.CoreInfo`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct NeuronCoreInfo {
     /// NeuronCores on one device.
@@ -216,7 +216,7 @@ pub struct NeuronCoreInfo {
 }
 
 /// `InferenceAcceleratorInfo`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct InferenceAcceleratorInfo {
     /// One entry per accelerator model.
@@ -225,7 +225,7 @@ pub struct InferenceAcceleratorInfo {
 }
 
 /// One entry of `InferenceAcceleratorInfo.Accelerators`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct InferenceAccelerator {
     /// Model name.
@@ -240,7 +240,7 @@ pub struct InferenceAccelerator {
 }
 
 /// `InstanceStorageInfo`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct InstanceStorageInfo {
     /// Total local storage in GB (10^9 bytes).
@@ -251,7 +251,7 @@ pub struct InstanceStorageInfo {
 }
 
 /// One entry of `DescribeInstanceTypeOfferings` with `LocationType=availability-zone`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct InstanceTypeOffering {
     /// The instance type offered.

@@ -1,20 +1,25 @@
-//! The embedded EC2 catalog: instance types, their zonal offerings and on-demand
-//! prices, so `catalog` and `simulate` work without AWS credentials.
-//!
-//! The data files under `data/` and their provenance are described in
-//! `data/README.md`. The live AWS provider produces the same [`Catalog`] from the
-//! EC2 API, so one resolver serves both.
+//! The EC2 catalog: instance types, their zonal offerings and prices for one
+//! region. The embedded one (`data/`, provenance in `data/README.md`) lets
+//! `catalog` and `simulate` work without AWS credentials; [`live`] reads the
+//! same [`Catalog`] from the EC2 and Pricing APIs and [`refresh`] keeps it
+//! current, so one resolver serves both.
 
+pub mod convert;
 pub mod describe;
+pub mod live;
+mod prices;
+pub mod refresh;
 pub mod retired;
 
 use std::collections::{BTreeSet, HashMap};
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::io::Read;
 
 use flate2::read::GzDecoder;
 use serde::Deserialize;
 
 pub use describe::{InstanceTypeInfo, InstanceTypeOffering};
+pub use prices::{PriceBook, PriceSource};
 
 const INSTANCE_TYPES_GZ: &[u8] = include_bytes!("data/instance-types.json.gz");
 const OFFERINGS_US_EAST_1_GZ: &[u8] = include_bytes!("data/offerings-us-east-1.json.gz");
@@ -62,58 +67,6 @@ pub enum CatalogError {
         /// The repeated instance type.
         instance_type: String,
     },
-}
-
-/// Where an offering's price comes from, so estimates are never shown as fact.
-#[derive(Debug, Clone, PartialEq)]
-pub enum PriceSource {
-    /// The region's own on-demand price snapshot.
-    Snapshot {
-        /// When the snapshot was taken (RFC 3339).
-        generated_at: String,
-    },
-    /// No price data for this region: another region's snapshot stands in, as
-    /// Karpenter's static fallback does; every price is an estimate.
-    Borrowed {
-        /// The region whose prices are used.
-        from_region: String,
-        /// When that snapshot was taken (RFC 3339).
-        generated_at: String,
-    },
-}
-
-/// On-demand prices for one region, with their provenance.
-#[derive(Debug, Clone)]
-pub struct PriceBook {
-    on_demand: HashMap<String, f64>,
-    source: PriceSource,
-}
-
-impl PriceBook {
-    /// Builds a price book from explicit prices (used by tests and the live provider).
-    pub fn new(on_demand: HashMap<String, f64>, source: PriceSource) -> Self {
-        Self { on_demand, source }
-    }
-
-    /// The Linux on-demand USD/hour price of an instance type, if known.
-    pub fn on_demand(&self, instance_type: &str) -> Option<f64> {
-        self.on_demand.get(instance_type).copied()
-    }
-
-    /// Every instance type with a price, in no particular order.
-    pub fn instance_types(&self) -> impl Iterator<Item = &str> {
-        self.on_demand.keys().map(String::as_str)
-    }
-
-    /// Where the prices come from.
-    pub fn source(&self) -> &PriceSource {
-        &self.source
-    }
-
-    /// Whether prices are estimates rather than the region's own figures.
-    pub fn is_estimate(&self) -> bool {
-        matches!(self.source, PriceSource::Borrowed { .. })
-    }
 }
 
 /// Instance types, offerings and prices for one region.
@@ -174,6 +127,25 @@ fn merge_extra_types(
     Ok(())
 }
 
+/// The embedded on-demand price snapshot as `region`'s price book: its own
+/// for us-east-1; for any other region the us-east-1 snapshot stands in,
+/// marked as estimates (Karpenter's static fallback does the same).
+pub fn embedded_prices(region: &str) -> Result<PriceBook, CatalogError> {
+    let mut price_file: PriceFile = decode("on-demand-prices.json.gz", PRICES_US_EAST_1_GZ)?;
+    let on_demand = price_file.regions.remove(PRICED_REGION).unwrap_or_default();
+    let source = if region == PRICED_REGION {
+        PriceSource::Snapshot {
+            generated_at: price_file.generated_at,
+        }
+    } else {
+        PriceSource::Borrowed {
+            from_region: PRICED_REGION.to_string(),
+            generated_at: price_file.generated_at,
+        }
+    };
+    Ok(PriceBook::new(on_demand, source))
+}
+
 impl Catalog {
     /// Builds a catalog from API-shaped data; the live provider and tests use this.
     pub fn new(
@@ -228,26 +200,78 @@ impl Catalog {
                 .remove(region)
                 .unwrap_or_default(),
         );
-        let mut price_file: PriceFile = decode("on-demand-prices.json.gz", PRICES_US_EAST_1_GZ)?;
-        let on_demand = price_file.regions.remove(PRICED_REGION).unwrap_or_default();
-        let source = if region == PRICED_REGION {
-            PriceSource::Snapshot {
-                generated_at: price_file.generated_at.clone(),
-            }
-        } else {
-            PriceSource::Borrowed {
-                from_region: PRICED_REGION.to_string(),
-                generated_at: price_file.generated_at.clone(),
+        let prices = embedded_prices(region)?;
+        let generated_at = match prices.source() {
+            PriceSource::Snapshot { generated_at } | PriceSource::Borrowed { generated_at, .. } => {
+                generated_at.clone()
             }
         };
-        let version = format!("embedded/{region}/{}", price_file.generated_at);
+        let version = format!("embedded/{region}/{generated_at}");
         Ok(Self::new(
             region,
             types.into_values().collect(),
             offerings,
-            PriceBook::new(on_demand, source),
+            prices,
             version,
         ))
+    }
+
+    /// Builds a catalog whose version is derived from its content:
+    /// `<label>/<region>/<digest>`, where the digest covers every instance
+    /// type, offering and price (not when prices were fetched). Two refreshes
+    /// that return the same data yield the same version, so caches keyed on
+    /// it survive; any change yields a new one.
+    pub fn versioned(
+        label: &str,
+        region: impl Into<String>,
+        instance_types: Vec<InstanceTypeInfo>,
+        offerings: Vec<InstanceTypeOffering>,
+        prices: PriceBook,
+    ) -> Self {
+        let mut catalog = Self::new(region, instance_types, offerings, prices, String::new());
+        catalog.version = catalog.content_version(label);
+        catalog
+    }
+
+    /// The same instance types and offerings with other prices, versioned
+    /// by content under `label` (a price refresh without a new describe).
+    pub fn with_prices(&self, label: &str, prices: PriceBook) -> Self {
+        let mut catalog = Self {
+            region: self.region.clone(),
+            instance_types: self.instance_types.clone(),
+            zones_by_type: self.zones_by_type.clone(),
+            prices,
+            version: String::new(),
+        };
+        catalog.version = catalog.content_version(label);
+        catalog
+    }
+
+    fn content_version(&self, label: &str) -> String {
+        /// Feeds written bytes into a hasher, so types are hashed through
+        /// their serialized form without building it in memory.
+        struct HashWriter<'a, H: Hasher>(&'a mut H);
+        impl<H: Hasher> std::io::Write for HashWriter<'_, H> {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                self.0.write(buf);
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let mut hasher = DefaultHasher::new();
+        self.region.hash(&mut hasher);
+        // Serializing plain structs of strings and numbers cannot fail; if it
+        // ever did, the error text still distinguishes the content.
+        if let Err(e) = serde_json::to_writer(HashWriter(&mut hasher), &self.instance_types) {
+            e.to_string().hash(&mut hasher);
+        }
+        let zones: std::collections::BTreeMap<&String, &BTreeSet<String>> =
+            self.zones_by_type.iter().collect();
+        zones.hash(&mut hasher);
+        self.prices.hash_content(&mut hasher);
+        format!("{label}/{}/{:016x}", self.region, hasher.finish())
     }
 
     /// The region this catalog describes.

@@ -9,9 +9,11 @@
 pub mod capacity;
 pub mod labels;
 mod provider;
+pub mod reserved;
 mod settings;
 
 pub use provider::{InstanceTypeProvider, MAX_RESOLVED};
+pub use reserved::ReservedCapacity;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -85,6 +87,9 @@ pub struct ResolverSettings {
     pub zones: Option<BTreeSet<String>>,
     /// Kubelet settings.
     pub kubelet: KubeletSettings,
+    /// Capacity reservations the class may launch into (its
+    /// `status.capacityReservations`), each a reserved offering.
+    pub capacity_reservations: Vec<ReservedCapacity>,
 }
 
 impl Default for ResolverSettings {
@@ -99,6 +104,7 @@ impl Default for ResolverSettings {
             instance_store_raid0: false,
             zones: None,
             kubelet: KubeletSettings::default(),
+            capacity_reservations: Vec::new(),
         }
     }
 }
@@ -146,6 +152,9 @@ pub fn resolve(
             Some(value) => Requirement::single(key, value),
             None => Requirement::does_not_exist(key),
         });
+    }
+    for requirement in reserved::reservation_requirements(&settings.capacity_reservations, name) {
+        requirements.add(requirement);
     }
     let capacity = node_capacity(info, arch == "arm64", settings);
     let overhead = node_overhead(&capacity, settings)?;
@@ -282,19 +291,24 @@ fn eviction_signal(field: &str, value: &str, total: i64) -> Result<i64, ResolveE
 }
 
 /// On-demand and spot offerings in every zone that offers the type (and that
-/// the EC2NodeClass's subnets cover).
+/// the EC2NodeClass's subnets cover), then one reserved offering per capacity
+/// reservation of the type (see [`reserved`]).
 ///
-/// On-demand prices come from the price book. No spot price source exists
-/// offline, so spot offerings carry the on-demand price — what Karpenter uses
-/// before its first spot price refresh — and are marked as estimates. A type
-/// with no price has its offerings marked unavailable: it cannot be launched.
+/// On-demand prices come from the price book (estimates when the region
+/// borrows another region's snapshot and no live price replaced it). Spot
+/// offerings carry the zone's spot price when the spot price history had
+/// one; otherwise the on-demand price stands in — what Karpenter uses before
+/// its first spot price refresh — marked as an estimate. An offering with no
+/// price is marked unavailable: it cannot be launched.
 fn offerings(
     catalog: &Catalog,
     info: &InstanceTypeInfo,
     settings: &ResolverSettings,
 ) -> Vec<Offering> {
     let prices: &PriceBook = catalog.prices();
-    let price = prices.on_demand(&info.instance_type);
+    let name = info.instance_type.as_str();
+    let on_demand = prices.on_demand(name);
+    let on_demand_is_estimate = prices.on_demand_is_estimate(name);
     let capacity_types: Vec<CapacityType> = [CapacityType::OnDemand, CapacityType::Spot]
         .into_iter()
         .filter(|ct| {
@@ -304,18 +318,37 @@ fn offerings(
         })
         .collect();
     let mut out = Vec::new();
-    for zone in catalog.zones_of(&info.instance_type) {
+    for zone in catalog.zones_of(name) {
         if settings.zones.as_ref().is_some_and(|z| !z.contains(zone)) {
             continue;
         }
         for &capacity_type in &capacity_types {
+            let (price, estimate) = if capacity_type == CapacityType::Spot {
+                match prices.spot(name, zone) {
+                    Some(spot) => (Some(spot), false),
+                    None => (on_demand, true),
+                }
+            } else {
+                (on_demand, on_demand_is_estimate)
+            };
             let mut offering = Offering::new(zone, capacity_type, price.unwrap_or(0.0));
             offering.available = price.is_some();
-            offering.price_is_estimate =
-                prices.is_estimate() || capacity_type == CapacityType::Spot;
+            offering.price_is_estimate = estimate;
             out.push(offering);
         }
     }
+    let launchable = |zone: &str| {
+        settings.zones.as_ref().is_none_or(|z| z.contains(zone))
+            && catalog
+                .zones_of(&info.instance_type)
+                .any(|offered| offered == zone)
+    };
+    out.extend(reserved::reserved_offerings(
+        &settings.capacity_reservations,
+        &info.instance_type,
+        on_demand,
+        launchable,
+    ));
     out
 }
 
@@ -402,6 +435,62 @@ mod tests {
     }
 
     #[test]
+    fn a_known_spot_price_replaces_the_on_demand_stand_in_in_its_zone_only() {
+        let embedded = Catalog::embedded("us-west-2").unwrap();
+        let mut prices = embedded.prices().clone();
+        prices.merge_spot(
+            std::collections::HashMap::from([(
+                "m5.large".to_string(),
+                std::collections::HashMap::from([("us-west-2a".to_string(), 0.0351)]),
+            )]),
+            "2026-11-23T00:00:00Z".into(),
+        );
+        prices.merge_on_demand(
+            std::collections::HashMap::from([("m5.large".to_string(), 0.096)]),
+            "2026-11-23T00:00:00Z".into(),
+        );
+        let catalog = embedded.with_prices("test", prices);
+        let info = catalog
+            .instance_types()
+            .iter()
+            .find(|i| i.instance_type == "m5.large")
+            .unwrap();
+        let it = resolve(&catalog, info, &ResolverSettings::default())
+            .unwrap()
+            .unwrap();
+        let find = |zone: &str, ct: CapacityType| {
+            it.offerings
+                .iter()
+                .find(|o| o.zone == zone && o.capacity_type == ct)
+                .unwrap()
+        };
+        let spot_a = find("us-west-2a", CapacityType::Spot);
+        assert_eq!(spot_a.price, 0.0351);
+        assert!(spot_a.available && !spot_a.price_is_estimate);
+        let spot_b = find("us-west-2b", CapacityType::Spot);
+        assert_eq!(spot_b.price, 0.096);
+        assert!(spot_b.available && spot_b.price_is_estimate);
+        // The live on-demand price is the region's own, no longer borrowed.
+        let od = find("us-west-2b", CapacityType::OnDemand);
+        assert_eq!(od.price, 0.096);
+        assert!(!od.price_is_estimate);
+        // Types without a live price keep the borrowed snapshot, marked.
+        let c5 = resolved_in(&catalog, "c5.large");
+        assert!(c5.offerings.iter().all(|o| o.price_is_estimate));
+    }
+
+    fn resolved_in(catalog: &Catalog, name: &str) -> InstanceType {
+        let info = catalog
+            .instance_types()
+            .iter()
+            .find(|i| i.instance_type == name)
+            .unwrap();
+        resolve(catalog, info, &ResolverSettings::default())
+            .unwrap()
+            .unwrap()
+    }
+
+    #[test]
     fn subnet_zones_restrict_offerings() {
         let settings = ResolverSettings {
             zones: Some(BTreeSet::from(["us-east-1a".to_string()])),
@@ -410,6 +499,71 @@ mod tests {
         let it = resolved("m5.large", &settings);
         assert!(it.offerings.iter().all(|o| o.zone == "us-east-1a"));
         assert_eq!(it.offerings.len(), 2);
+    }
+
+    #[test]
+    fn capacity_reservations_add_reserved_offerings_and_labels() {
+        let settings = ResolverSettings {
+            zones: Some(BTreeSet::from([
+                "us-east-1a".to_string(),
+                "us-east-1b".to_string(),
+            ])),
+            capacity_reservations: vec![ReservedCapacity {
+                id: "cr-1".into(),
+                instance_type: "m5.large".into(),
+                zone: "us-east-1a".into(),
+                reservation_type: "default".into(),
+                interruptible: false,
+                expiring: false,
+                available: Some(3),
+            }],
+            ..ResolverSettings::default()
+        };
+        let it = resolved("m5.large", &settings);
+        let on_demand = it
+            .offerings
+            .iter()
+            .find(|o| o.capacity_type == CapacityType::OnDemand)
+            .unwrap()
+            .price;
+        let reserved: Vec<&Offering> = it
+            .offerings
+            .iter()
+            .filter(|o| o.capacity_type == CapacityType::Reserved)
+            .collect();
+        assert_eq!(reserved.len(), 1);
+        assert_eq!(reserved[0].zone, "us-east-1a");
+        assert_eq!(reserved[0].reservation_id.as_deref(), Some("cr-1"));
+        assert_eq!(reserved[0].reservation_capacity, Some(3));
+        assert!(reserved[0].available);
+        assert_eq!(
+            reserved[0].price,
+            on_demand / reserved::RESERVED_PRICE_DIVISOR
+        );
+        assert!(
+            it.requirements
+                .get(labels::CAPACITY_TYPE)
+                .unwrap()
+                .has("reserved")
+        );
+        let id = it
+            .requirements
+            .get(crate::apis::labels::CAPACITY_RESERVATION_ID_LABEL_KEY)
+            .unwrap();
+        assert!(id.has("cr-1"));
+
+        let other = resolved("c5.large", &settings);
+        assert!(
+            other
+                .offerings
+                .iter()
+                .all(|o| o.capacity_type != CapacityType::Reserved)
+        );
+        let none = other
+            .requirements
+            .get(crate::apis::labels::CAPACITY_RESERVATION_ID_LABEL_KEY)
+            .unwrap();
+        assert_eq!(none.operator(), crate::scheduling::Operator::DoesNotExist);
     }
 
     #[test]

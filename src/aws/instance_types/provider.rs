@@ -5,7 +5,9 @@
 //! and the cloud providers all call it, so they see the same instance types.
 //!
 //! Caches: resolved types per (resolver settings, catalog version), at most
-//! [`MAX_RESOLVED`] entries, dropped whenever the catalog is replaced;
+//! [`MAX_RESOLVED`] entries, dropped whenever the catalog is replaced (the
+//! settings include each capacity reservation's free count, so a changed
+//! count resolves again);
 //! extension outcomes live in [`Extensions`]' own cache. The catalog itself is
 //! swapped in by whoever refreshes it (the live EC2 catalog on a timer).
 
@@ -14,6 +16,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use super::{ResolveError, ResolverSettings, resolve_all};
 use crate::apis::EC2NodeClass;
+use crate::aws::capacity_reservations::ReservationAvailability;
 use crate::aws::catalog::Catalog;
 use crate::cloudprovider::{
     InstanceTypeSource, LaunchableTypes, NodeClassContext, UnavailableOfferings,
@@ -29,6 +32,7 @@ pub struct InstanceTypeProvider {
     catalog: RwLock<Arc<Catalog>>,
     extensions: Arc<Extensions>,
     unavailable: Arc<UnavailableOfferings>,
+    reservations: Arc<ReservationAvailability>,
     resolved: Mutex<HashMap<String, Arc<Vec<InstanceType>>>>,
 }
 
@@ -44,6 +48,7 @@ impl InstanceTypeProvider {
             catalog: RwLock::new(catalog),
             extensions,
             unavailable,
+            reservations: Arc::default(),
             resolved: Mutex::new(HashMap::new()),
         }
     }
@@ -77,10 +82,19 @@ impl InstanceTypeProvider {
         &self.unavailable
     }
 
+    /// Free instances per capacity reservation: refreshed by the capacity
+    /// reservation provider, adjusted by launches, read for reserved offerings.
+    pub fn reservation_availability(&self) -> &Arc<ReservationAvailability> {
+        &self.reservations
+    }
+
     /// Every launchable instance type of the catalog under `class`'s
     /// settings, before its extensions run.
     pub fn resolve(&self, class: &EC2NodeClass) -> Result<Arc<Vec<InstanceType>>, ResolveError> {
-        let settings = ResolverSettings::from_node_class(class)?;
+        let mut settings = ResolverSettings::from_node_class(class)?;
+        for reservation in &mut settings.capacity_reservations {
+            reservation.available = self.reservations.available(&reservation.id);
+        }
         let catalog = self.catalog();
         let key = format!("{}/{settings:?}", catalog.version());
         if let Some(hit) = self.resolved.lock().ok().and_then(|r| r.get(&key).cloned()) {

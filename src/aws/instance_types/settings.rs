@@ -3,8 +3,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{KubeletSettings, ResolveError, ResolverSettings};
-use crate::apis::ec2nodeclass::{AMIFamily, EC2NodeClass, InstanceStorePolicy};
+use super::{KubeletSettings, ReservedCapacity, ResolveError, ResolverSettings};
+use crate::apis::ec2nodeclass::{
+    AMIFamily, CapacityReservationState, CapacityReservationType, EC2NodeClass, InstanceStorePolicy,
+};
 use crate::scheduling::parse_quantity;
 
 /// The device an AMI family boots from, where Karpenter looks for the root
@@ -37,7 +39,9 @@ impl ResolverSettings {
     ///   local NVMe total with `instanceStorePolicy: RAID0`;
     /// - the kubelet block's reservations and eviction thresholds;
     /// - the zones of the subnets in `status.subnets` (every zone while the
-    ///   status lists none, as in `simulate`).
+    ///   status lists none, as in `simulate`);
+    /// - the capacity reservations in `status.capacityReservations`, their
+    ///   free counts not yet known (the instance-type provider fills them in).
     pub fn from_node_class(node_class: &EC2NodeClass) -> Result<Self, ResolveError> {
         let family = node_class
             .spec
@@ -67,6 +71,24 @@ impl ResolverSettings {
         if !subnet_zones.is_empty() {
             settings.zones = Some(subnet_zones);
         }
+        settings.capacity_reservations = node_class
+            .status
+            .iter()
+            .flat_map(|status| status.capacity_reservations.iter().flatten())
+            .map(|r| ReservedCapacity {
+                id: r.id.clone(),
+                instance_type: r.instance_type.clone(),
+                zone: r.availability_zone.clone(),
+                reservation_type: match r.reservation_type {
+                    Some(CapacityReservationType::CapacityBlock) => "capacity-block",
+                    _ => "default",
+                }
+                .to_string(),
+                interruptible: r.interruptible.unwrap_or(false),
+                expiring: r.state == Some(CapacityReservationState::Expiring),
+                available: None,
+            })
+            .collect();
         if let Some(kubelet) = &spec.kubelet {
             let map = |m: &Option<BTreeMap<String, String>>| m.clone().unwrap_or_default();
             settings.kubelet = KubeletSettings {
@@ -177,6 +199,37 @@ spec:
             .map(String::as_str)
             .collect();
         assert_eq!(zones, ["us-east-1a", "us-east-1c"]);
+    }
+
+    #[test]
+    fn capacity_reservations_come_from_the_status() {
+        let yaml = format!(
+            "{BASE}status:\n  capacityReservations:\n  - {{id: cr-1, instanceType: m5.large, availabilityZone: us-east-1a, instanceMatchCriteria: targeted, ownerID: '012345678901', reservationType: capacity-block, state: expiring, interruptible: true}}\n  - {{id: cr-2, instanceType: c5.large, availabilityZone: us-east-1b, instanceMatchCriteria: open, ownerID: '012345678901'}}\n"
+        );
+        let settings = ResolverSettings::from_node_class(&node_class(&yaml)).unwrap();
+        assert_eq!(
+            settings.capacity_reservations,
+            [
+                ReservedCapacity {
+                    id: "cr-1".into(),
+                    instance_type: "m5.large".into(),
+                    zone: "us-east-1a".into(),
+                    reservation_type: "capacity-block".into(),
+                    interruptible: true,
+                    expiring: true,
+                    available: None,
+                },
+                ReservedCapacity {
+                    id: "cr-2".into(),
+                    instance_type: "c5.large".into(),
+                    zone: "us-east-1b".into(),
+                    reservation_type: "default".into(),
+                    interruptible: false,
+                    expiring: false,
+                    available: None,
+                },
+            ]
+        );
     }
 
     #[test]

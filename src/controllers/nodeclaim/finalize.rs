@@ -89,6 +89,20 @@ pub async fn finalize(
     }
     ctx.state.release_nominations(&name);
     tracing::info!(nodeclaim = %name, "deleted NodeClaim");
+    let (pool, zone) = super::pool_and_zone(claim.metadata.labels.as_ref());
+    let capacity_type = claim
+        .labels()
+        .get(crate::apis::labels::CAPACITY_TYPE_LABEL_KEY)
+        .cloned()
+        .unwrap_or_default();
+    crate::metrics::metrics()
+        .nodeclaims_terminated
+        .get_or_create(&crate::metrics::labels(&[
+            ("nodepool", &pool),
+            ("capacity_type", &capacity_type),
+            ("zone", &zone),
+        ]))
+        .inc();
     Ok(Action::await_change())
 }
 

@@ -67,18 +67,20 @@ pub async fn launch(
             tracing::info!(
                 nodeclaim = %claim.name_any(),
                 provider_id = claim.status.as_ref().and_then(|s| s.provider_id.as_deref()).unwrap_or_default(),
-                instance_type = claim.labels().get("node.kubernetes.io/instance-type").map(String::as_str).unwrap_or_default(),
-                zone = claim.labels().get("topology.kubernetes.io/zone").map(String::as_str).unwrap_or_default(),
+                instance_type = claim.labels().get(crate::apis::labels::INSTANCE_TYPE_LABEL_KEY).map(String::as_str).unwrap_or_default(),
+                zone = claim.labels().get(crate::apis::labels::ZONE_LABEL_KEY).map(String::as_str).unwrap_or_default(),
                 "launched NodeClaim"
             );
             Ok(Launch::Done)
         }
         Err(error @ CloudProviderError::InsufficientCapacity { .. }) => {
             delete(ctx, claim, "InsufficientCapacityError", &error.to_string()).await?;
+            super::record_disrupted(claim, "insufficient_capacity");
             Ok(Launch::Deleted)
         }
         Err(error @ CloudProviderError::NodeClassNotReady { .. }) => {
             delete(ctx, claim, "NodeClassNotReady", &error.to_string()).await?;
+            super::record_disrupted(claim, "nodeclass_not_ready");
             Ok(Launch::Deleted)
         }
         Err(error) => {

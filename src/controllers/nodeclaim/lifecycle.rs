@@ -94,8 +94,9 @@ pub async fn reconcile(
         .as_ref()
         .and_then(|s| s.conditions.clone())
         .unwrap_or_default();
-    if let Some(why) = timed_out(&conditions) {
+    if let Some((reason, why)) = timed_out(&conditions) {
         tracing::warn!(nodeclaim = %name, why, "deleting NodeClaim");
+        super::record_disrupted(claim, reason);
         match api.delete(&name, &DeleteParams::default()).await {
             Ok(_) => {}
             Err(kube::Error::Api(status)) if status.code == 404 => {}
@@ -122,7 +123,7 @@ pub async fn reconcile(
 /// Why a claim that is taking too long should be deleted: not launched
 /// [`LAUNCH_TIMEOUT`] after its first launch attempt, or not registered
 /// [`REGISTRATION_TIMEOUT`] after it launched.
-fn timed_out(conditions: &[crate::apis::Condition]) -> Option<&'static str> {
+fn timed_out(conditions: &[crate::apis::Condition]) -> Option<(&'static str, &'static str)> {
     if is_condition_true(conditions, NODE_CLAIM_REGISTERED) {
         return None;
     }
@@ -136,11 +137,21 @@ fn timed_out(conditions: &[crate::apis::Condition]) -> Option<&'static str> {
     if !is_condition_true(conditions, NODE_CLAIM_LAUNCHED) {
         return age(NODE_CLAIM_LAUNCHED)
             .filter(|a| *a >= LAUNCH_TIMEOUT)
-            .map(|_| "not launched within the launch timeout (5m)");
+            .map(|_| {
+                (
+                    "launch_timeout",
+                    "not launched within the launch timeout (5m)",
+                )
+            });
     }
     age(NODE_CLAIM_REGISTERED)
         .filter(|a| *a >= REGISTRATION_TIMEOUT)
-        .map(|_| "its node did not register within the registration timeout (15m)")
+        .map(|_| {
+            (
+                "registration_timeout",
+                "its node did not register within the registration timeout (15m)",
+            )
+        })
 }
 
 /// `Ready` from `Launched`, `Registered` and `Initialized`.

@@ -3,6 +3,7 @@
 //! removed, then the instance), Karpenter's `nodeclaim.lifecycle`.
 
 mod finalize;
+pub mod garbage_collection;
 mod initialization;
 mod launch;
 mod lifecycle;
@@ -61,4 +62,39 @@ pub fn node_claim_of(state: &ClusterState, node: &Node) -> Option<Arc<NodeClaim>
     state.node_claims.all().into_iter().find(|claim| {
         claim.status.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(provider_id)
     })
+}
+
+/// Counts a NodeClaim nodewright removed, by `reason`
+/// (`karpenter_nodeclaims_disrupted_total`).
+pub fn record_disrupted(claim: &NodeClaim, reason: &str) {
+    let label = |key: &str| {
+        claim
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(key).cloned())
+            .unwrap_or_default()
+    };
+    crate::metrics::metrics()
+        .nodeclaims_disrupted
+        .get_or_create(&crate::metrics::labels(&[
+            ("reason", reason),
+            ("nodepool", &label(crate::apis::labels::NODE_POOL_LABEL_KEY)),
+            (
+                "capacity_type",
+                &label(crate::apis::labels::CAPACITY_TYPE_LABEL_KEY),
+            ),
+        ]))
+        .inc();
+}
+
+/// `(nodepool, zone)` label values of a NodeClaim or Node's labels.
+pub fn pool_and_zone(
+    labels: Option<&std::collections::BTreeMap<String, String>>,
+) -> (String, String) {
+    let get = |key: &str| labels.and_then(|l| l.get(key).cloned()).unwrap_or_default();
+    (
+        get(crate::apis::labels::NODE_POOL_LABEL_KEY),
+        get(crate::apis::labels::ZONE_LABEL_KEY),
+    )
 }

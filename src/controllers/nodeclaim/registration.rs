@@ -102,6 +102,14 @@ pub async fn register(
         None,
     );
     tracing::info!(nodeclaim = %claim.name_any(), node = %node.name_any(), "registered NodeClaim");
+    let (pool, zone) = super::pool_and_zone(claim.metadata.labels.as_ref());
+    crate::metrics::metrics()
+        .nodes_created
+        .get_or_create(&crate::metrics::labels(&[
+            ("nodepool", &pool),
+            ("zone", &zone),
+        ]))
+        .inc();
     Ok(())
 }
 

@@ -221,6 +221,7 @@ pub async fn reconcile(ctx: &NodePoolContext, pool: &NodePool) -> Result<Action,
     };
     status.node_class_observed_generation = class.as_ref().and_then(|c| c.metadata.generation);
     let (count, resources) = counted(&ctx.state, &name);
+    record_usage(&name, &resources, pool.spec.limits.as_ref());
     status.nodes = Some(count);
     status.resources = Some(resources);
 
@@ -304,4 +305,34 @@ async fn restamp_node_claims(
         }
     }
     Ok(())
+}
+
+/// `karpenter_nodepools_usage` and `karpenter_nodepools_limit` for a pool.
+fn record_usage(
+    pool: &str,
+    usage: &BTreeMap<String, Quantity>,
+    limits: Option<&BTreeMap<String, Quantity>>,
+) {
+    let m = crate::metrics::metrics();
+    for (family, list) in [
+        (&m.nodepools_usage, Some(usage)),
+        (&m.nodepools_limit, limits),
+    ] {
+        for (resource, quantity) in list.into_iter().flatten() {
+            let Ok(amount) = Resources::parse([(resource.as_str(), quantity.0.as_str())]) else {
+                continue;
+            };
+            let value = if resource == "cpu" {
+                amount.get(resource) as f64 / 1000.0
+            } else {
+                amount.get(resource) as f64
+            };
+            family
+                .get_or_create(&crate::metrics::labels(&[
+                    ("resource_type", resource),
+                    ("nodepool", pool),
+                ]))
+                .set(value);
+        }
+    }
 }

@@ -27,7 +27,8 @@ use super::ControllerError;
 use crate::apis::{NodeClaim, NodePool};
 use crate::aws::instance_types::InstanceTypeProvider;
 use crate::cluster::{ClusterState, pod_key, scheduler_input};
-use crate::scheduling::{Scheduler, SchedulerOptions, SchedulingResult};
+use crate::metrics::{labels, metrics};
+use crate::scheduling::{NewNodeClaim, Scheduler, SchedulerOptions, SchedulingResult};
 
 /// NodeClaims created at once.
 const CREATE_CONCURRENCY: usize = 16;
@@ -193,16 +194,17 @@ impl Provisioner {
         let pools = snapshot.node_pools.clone();
         let (instance_types, options) =
             (self.instance_types.clone(), self.settings.scheduler.clone());
-        let (result, solve) = tokio::task::spawn_blocking(move || {
+        let (result, solve, ignored) = tokio::task::spawn_blocking(move || {
             let prepared = scheduler_input(&snapshot, &instance_types, options);
             for problem in &prepared.problems {
                 tracing::warn!(%problem, "left out of provisioning");
             }
             let started = Instant::now();
             let result = Scheduler::new(prepared.input).solve();
-            (result, started.elapsed())
+            (result, started.elapsed(), prepared.problems.len())
         })
         .await?;
+        record_round(&pending, &result, solve, ignored);
         let created = self.create_node_claims(&pools, &result).await;
         self.report_unschedulable(&pending, &result).await;
         Ok(Round {
@@ -231,14 +233,29 @@ impl Provisioner {
             self.state.nominate(&placement.pod, &placement.node, period);
         }
         let api: Api<NodeClaim> = Api::all(self.client.clone());
-        // Collected first: a lazy iterator of futures here makes `run`'s
-        // future not provably `Send`, so it could not be spawned.
-        let creations: Vec<_> = result.new_node_claims.iter().filter_map(|planned| {
-            let pool = pools.iter().find(|p| p.name_any() == planned.node_pool)?;
-            let object = node_claim_object(pool, planned, generate_name(&planned.node_pool));
-            let api = api.clone();
-            Some(async move {
-                match api.create(&PostParams::default(), &object).await {
+        let objects: Vec<(usize, NodeClaim)> = result
+            .new_node_claims
+            .iter()
+            .enumerate()
+            .filter_map(|(i, planned)| {
+                let pool = pools.iter().find(|p| p.name_any() == planned.node_pool)?;
+                let name = generate_name(&planned.node_pool);
+                Some((i, node_claim_object(pool, planned, name)))
+            })
+            .collect();
+        let done: Vec<(usize, Result<NodeClaim, kube::Error>)> = futures::stream::iter(objects)
+            .map(|(i, object)| {
+                let api = api.clone();
+                async move { (i, api.create(&PostParams::default(), &object).await) }
+            })
+            .buffer_unordered(CREATE_CONCURRENCY)
+            .collect()
+            .await;
+        let done: Vec<(&NewNodeClaim, NodeClaim)> = done
+            .into_iter()
+            .filter_map(|(i, created)| {
+                let planned = &result.new_node_claims[i];
+                match created {
                     Ok(created) => Some((planned, created)),
                     Err(error) => {
                         tracing::warn!(%error, nodepool = %planned.node_pool, "cannot create NodeClaim");
@@ -246,18 +263,22 @@ impl Provisioner {
                     }
                 }
             })
-        }).collect();
-        let done: Vec<_> = futures::stream::iter(creations)
-            .buffer_unordered(CREATE_CONCURRENCY)
-            .collect()
-            .await;
+            .collect();
         let mut names = Vec::new();
-        for (planned, created) in done.into_iter().flatten() {
+        for (planned, created) in done {
             let name = created.name_any();
             for pod in &planned.pods {
                 self.state.nominate(pod, &name, period);
             }
             self.state.record_created(created);
+            metrics()
+                .nodeclaims_created
+                .get_or_create(&labels(&[
+                    ("reason", "provisioning"),
+                    ("nodepool", &planned.node_pool),
+                    ("min_values_relaxed", "false"),
+                ]))
+                .inc();
             tracing::info!(
                 nodeclaim = %name,
                 nodepool = %planned.node_pool,
@@ -290,6 +311,43 @@ impl Provisioner {
             if let Err(error) = self.recorder.publish(&event, &pod.object_ref(&())).await {
                 tracing::warn!(%error, "cannot publish event");
             }
+        }
+    }
+}
+
+/// Scheduler metrics for one round: solve time, queue depth, unplaced and
+/// ignored pods, and for each pending pod the time since kube-scheduler
+/// marked it unschedulable.
+fn record_round(pending: &[Arc<Pod>], result: &SchedulingResult, solve: Duration, ignored: usize) {
+    let controller = labels(&[("controller", "provisioner")]);
+    let m = metrics();
+    m.scheduling_duration
+        .get_or_create(&controller)
+        .observe(solve.as_secs_f64());
+    m.scheduler_queue_depth
+        .get_or_create(&controller)
+        .set(pending.len() as f64);
+    m.scheduler_unschedulable_pods
+        .get_or_create(&controller)
+        .set(result.errors.len() as f64);
+    m.scheduler_ignored_pods
+        .get_or_create(&Vec::new())
+        .set(ignored as f64);
+    let now = k8s_openapi::jiff::Timestamp::now().as_second();
+    for pod in pending {
+        let since = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .into_iter()
+            .flatten()
+            .find(|c| c.type_ == "PodScheduled")
+            .and_then(|c| c.last_transition_time.as_ref())
+            .map(|t| (now - t.0.as_second()).max(0));
+        if let Some(seconds) = since {
+            m.pods_scheduling_decision_duration
+                .get_or_create(&Vec::new())
+                .observe(seconds as f64);
         }
     }
 }

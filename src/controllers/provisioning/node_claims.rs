@@ -157,7 +157,12 @@ spec:
     fn planned() -> NewNodeClaim {
         let mut requirements = Requirements::new();
         requirements.add(
-            Requirement::new("topology.kubernetes.io/zone", Operator::In, &["us-east-1a"]).unwrap(),
+            Requirement::new(
+                crate::apis::labels::ZONE_LABEL_KEY,
+                Operator::In,
+                &["us-east-1a"],
+            )
+            .unwrap(),
         );
         requirements.add(
             Requirement::new(
@@ -184,7 +189,7 @@ spec:
             requests: Resources::cpu_memory(1500, 3 << 30).with_pods(2),
             requirements,
             labels: BTreeMap::from([(
-                "topology.kubernetes.io/zone".to_string(),
+                crate::apis::labels::ZONE_LABEL_KEY.to_string(),
                 "us-east-1a".to_string(),
             )]),
             taints: Vec::new(),
@@ -198,7 +203,7 @@ spec:
         assert_eq!(labels["team"], "web");
         assert_eq!(labels[NODE_POOL_LABEL_KEY], "general");
         assert_eq!(labels[EC2_NODE_CLASS_LABEL_KEY], "default");
-        assert_eq!(labels["topology.kubernetes.io/zone"], "us-east-1a");
+        assert_eq!(labels[crate::apis::labels::ZONE_LABEL_KEY], "us-east-1a");
         let annotations = claim.metadata.annotations.clone().unwrap();
         assert_eq!(annotations["owner"], "platform");
         assert_eq!(annotations[NODE_POOL_HASH_ANNOTATION_KEY], "123");

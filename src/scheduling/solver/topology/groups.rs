@@ -4,9 +4,10 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use super::index::Reqs;
-use super::pod::{LabelSelector, NamespaceScope};
-use super::taints::{Taint, Toleration, first_untolerated};
+use crate::scheduling::index::{Interner, Reqs};
+use crate::scheduling::pod::{LabelSelector, NamespaceScope};
+use crate::scheduling::requirements::Operator;
+use crate::scheduling::taints::{Taint, Toleration, first_untolerated};
 
 /// What a group constrains.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -67,23 +68,54 @@ impl NsMatch {
     }
 }
 
-/// Which nodes' pods a spread constraint counts (nodeAffinityPolicy and
-/// nodeTaintsPolicy set to Honor).
+/// Which nodes a spread constraint counts, and which domains it spreads over
+/// (`nodeAffinityPolicy` and `nodeTaintsPolicy` set to Honor; Karpenter's
+/// `TopologyNodeFilter`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub(crate) struct NodeFilter {
-    pub reqs: Option<Reqs>,
+    /// The pod's node selector joined with each required node affinity term:
+    /// a node matches when it is compatible with any of them.
+    pub terms: Option<Vec<Reqs>>,
     pub tolerations: Option<Vec<Toleration>>,
 }
 
 impl NodeFilter {
     pub(crate) fn is_empty(&self) -> bool {
-        self.reqs.as_ref().is_none_or(|r| r.items.is_empty()) && self.tolerations.is_none()
+        self.terms
+            .as_ref()
+            .is_none_or(|t| t.iter().all(|r| r.items.is_empty()))
+            && self.tolerations.is_none()
     }
 
     pub(crate) fn admits_taints(&self, taints: &[Taint]) -> bool {
         self.tolerations
             .as_ref()
             .is_none_or(|tol| first_untolerated(taints, tol, false).is_none())
+    }
+
+    /// Whether a node (or NodePool, or claim) with these requirements is
+    /// compatible with one of the terms. A key the node does not define
+    /// fails a term that needs it, unless `undefined_ok` says its value is
+    /// still open (a well-known label the instance type decides).
+    pub(crate) fn admits_reqs(
+        &self,
+        reqs: &Reqs,
+        values: &Interner,
+        undefined_ok: impl Fn(u32) -> bool,
+    ) -> bool {
+        let Some(terms) = &self.terms else {
+            return true;
+        };
+        let number = |v: &u32| values.number(*v);
+        terms.iter().any(|term| {
+            term.items.iter().all(|f| match reqs.get(f.key) {
+                Some(r) => r.set.intersects(&f.set, &number),
+                None => {
+                    matches!(f.set.operator(), Operator::NotIn | Operator::DoesNotExist)
+                        || undefined_ok(f.key)
+                }
+            })
+        })
     }
 }
 
@@ -107,10 +139,10 @@ pub(crate) struct Group {
     pub counts: HashMap<u32, i32>,
     /// Sum over all domains.
     pub total: i64,
-    /// For spreads with `nodeTaintsPolicy: Honor`: the domains of the nodes
-    /// and NodePools whose taints the pod tolerates. Other domains neither
-    /// count towards the skew nor take the pod.
-    pub taint_domains: Option<HashSet<u32>>,
+    /// For spreads that honor node affinity or taints: the domains of the
+    /// nodes and NodePools the filter admits. Other domains neither count
+    /// towards the skew nor take the pod.
+    pub eligible_domains: Option<HashSet<u32>>,
 }
 
 impl Group {
@@ -120,7 +152,7 @@ impl Group {
             hostname,
             counts: HashMap::new(),
             total: 0,
-            taint_domains: None,
+            eligible_domains: None,
         }
     }
 

@@ -1,0 +1,289 @@
+//! The flags of `nodewright controller`, each also read from an environment
+//! variable (Karpenter's names where the setting is the same), and what
+//! they turn into.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use nodewright_host::{HostConfig, Limits, credentials_from_docker_config};
+
+use crate::apis::duration::parse_go_duration;
+use crate::cli::CliError;
+use crate::controllers::provisioning::{BatchWindows, ProvisioningSettings};
+use crate::operator::{LeaseSettings, OperatorSettings};
+use crate::scheduling::{MinValuesPolicy, SchedulerOptions};
+
+/// Arguments of `nodewright controller`.
+#[derive(Debug, clap::Args)]
+pub struct ControllerArgs {
+    /// The cluster's name, as Karpenter's `--cluster-name`: it names and
+    /// tags the instance profiles nodewright makes for `spec.role`
+    /// (`<cluster>_<number>` under `/karpenter/<region>/<cluster>/`) and
+    /// tags what is launched (`kubernetes.io/cluster/<cluster>`,
+    /// `eks:eks-cluster-name`).
+    #[arg(long, env = "CLUSTER_NAME")]
+    pub cluster_name: String,
+    /// Where instances come from: `aws`, or `simulated` (an in-memory cloud
+    /// launching from the embedded catalog: for trying nodewright and for
+    /// tests; nothing is created in AWS).
+    #[arg(long, env = "CLOUD_PROVIDER", value_enum, default_value_t = CloudProviderKind::Aws)]
+    pub cloud_provider: CloudProviderKind,
+    /// AWS region; by default taken from the environment (`AWS_REGION`, the
+    /// profile, or instance metadata). With `--cloud-provider simulated`,
+    /// the embedded catalog's region (default us-east-1).
+    #[arg(long, env = "AWS_REGION")]
+    pub region: Option<String>,
+    /// Kubernetes minor version for AMI alias SSM paths (`1.34`); by default
+    /// the API server's.
+    #[arg(long, env = "KUBERNETES_VERSION")]
+    pub kubernetes_version: Option<String>,
+    /// Skip the dry-run checks of the EC2 calls a launch makes
+    /// (`ValidationSucceeded` is then `True` without asking EC2), as
+    /// Karpenter's `--disable-dry-run`.
+    #[arg(long, env = "DISABLE_DRY_RUN")]
+    pub disable_dry_run: bool,
+    /// A provisioning round ends after this long without a new pending pod.
+    #[arg(long, env = "BATCH_IDLE_DURATION", default_value = "1s", value_parser = duration)]
+    pub batch_idle_duration: Duration,
+    /// A provisioning round ends at the latest this long after its first pod.
+    #[arg(long, env = "BATCH_MAX_DURATION", default_value = "10s", value_parser = duration)]
+    pub batch_max_duration: Duration,
+    /// `Respect` preferred affinities and `ScheduleAnyway` spreads (relaxed
+    /// one by one when a pod cannot be placed), or `Ignore` them.
+    #[arg(long, env = "PREFERENCE_POLICY", value_enum, default_value_t = PreferencePolicy::Respect)]
+    pub preference_policy: PreferencePolicy,
+    /// `Strict`: a NodeClaim that cannot meet a requirement's `minValues`
+    /// is not created; `BestEffort`: it is created with what there is.
+    #[arg(long, env = "MIN_VALUES_POLICY", value_enum, default_value_t = MinValuesPolicyArg::Strict)]
+    pub min_values_policy: MinValuesPolicyArg,
+    /// Feature gates, `Name=true|false,…`. nodewright knows Karpenter's
+    /// gates; `ReservedCapacity` is always on, and turning on a gate whose
+    /// feature nodewright does not have (`NodeRepair`,
+    /// `SpotToSpotConsolidation`, `NodeOverlay`, `StaticCapacity`,
+    /// `CapacityBuffer`) is refused.
+    #[arg(long, env = "FEATURE_GATES", default_value = "")]
+    pub feature_gates: String,
+    /// Address the metrics and health endpoints listen on (all interfaces
+    /// by default, as in a pod; `127.0.0.1` to keep them local).
+    #[arg(long, env = "BIND_ADDRESS", default_value = "0.0.0.0")]
+    pub bind_address: std::net::IpAddr,
+    /// Port of `/metrics` (0 picks a free one).
+    #[arg(long, env = "METRICS_PORT", default_value_t = 8080)]
+    pub metrics_port: u16,
+    /// Port of `/healthz` and `/readyz` (0 picks a free one).
+    #[arg(long, env = "HEALTH_PROBE_PORT", default_value_t = 8081)]
+    pub health_probe_port: u16,
+    /// Elect a leader among replicas with a Lease, so only one acts.
+    #[arg(long, env = "LEADER_ELECT", default_value_t = true, action = clap::ArgAction::Set)]
+    pub leader_elect: bool,
+    /// Namespace of the leader Lease; by default the controller's own
+    /// (`SYSTEM_NAMESPACE`, as the Helm chart sets it), else `kube-system`.
+    #[arg(long, env = "LEADER_ELECTION_NAMESPACE")]
+    pub leader_election_namespace: Option<String>,
+    /// Name of the leader Lease.
+    #[arg(
+        long,
+        env = "LEADER_ELECTION_NAME",
+        default_value = "nodewright-leader-election"
+    )]
+    pub leader_election_name: String,
+    /// How long a leader's lease holds without renewal.
+    #[arg(long, env = "LEADER_ELECTION_LEASE_DURATION", default_value = "15s", value_parser = duration)]
+    pub leader_election_lease_duration: Duration,
+    /// How long a leader tries to renew before it stops acting.
+    #[arg(long, env = "LEADER_ELECTION_RENEW_DEADLINE", default_value = "10s", value_parser = duration)]
+    pub leader_election_renew_deadline: Duration,
+    /// How often candidates try and the leader renews.
+    #[arg(long, env = "LEADER_ELECTION_RETRY_PERIOD", default_value = "2s", value_parser = duration)]
+    pub leader_election_retry_period: Duration,
+    /// Per-call deadline for extension modules that set no `timeout`.
+    #[arg(long, env = "EXTENSION_TIMEOUT", default_value = "100ms", value_parser = duration)]
+    pub extension_timeout: Duration,
+    /// Most memory an extension module may grow to, MiB (at most 1024).
+    #[arg(long, env = "EXTENSION_MEMORY_MIB", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub extension_memory_mib: u32,
+    /// Directory for precompiled extension components (an emptyDir); by
+    /// default they are kept in memory only. Must be writable by the
+    /// controller alone: its files are loaded as native code.
+    #[arg(long, env = "NODEWRIGHT_EXTENSION_CACHE_DIR")]
+    pub extension_cache_dir: Option<PathBuf>,
+    /// A registry (`host` or `host:port`) that `url` and `oci` extension
+    /// sources may reach over plain HTTP, such as an in-cluster registry.
+    /// Repeat for more. Every other host needs HTTPS.
+    #[arg(
+        long = "plain-http-registry",
+        env = "PLAIN_HTTP_REGISTRIES",
+        value_name = "HOST",
+        value_delimiter = ','
+    )]
+    pub plain_http_registries: Vec<String>,
+    /// A Docker `config.json` with credentials for private OCI registries,
+    /// such as a mounted `kubernetes.io/dockerconfigjson` Secret.
+    #[arg(long, env = "NODEWRIGHT_REGISTRY_CONFIG", value_name = "FILE")]
+    pub registry_config: Option<PathBuf>,
+    /// Log level: `error`, `warn`, `info`, `debug`, `trace`, or a
+    /// `tracing` filter such as `info,nodewright=debug`.
+    #[arg(long, env = "LOG_LEVEL", default_value = "info")]
+    pub log_level: String,
+    /// Log format.
+    #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Json)]
+    pub log_format: LogFormat,
+}
+
+/// Where instances come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CloudProviderKind {
+    /// EC2.
+    Aws,
+    /// The in-memory simulated cloud.
+    Simulated,
+}
+
+/// `--preference-policy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[value(rename_all = "PascalCase")]
+pub enum PreferencePolicy {
+    /// Honour preferences, relaxing them one by one when needed.
+    Respect,
+    /// Schedule as if there were none.
+    Ignore,
+}
+
+/// `--min-values-policy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[value(rename_all = "PascalCase")]
+pub enum MinValuesPolicyArg {
+    /// Fail a NodeClaim short of `minValues`.
+    Strict,
+    /// Keep what there is.
+    BestEffort,
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// One JSON object per line, for log collectors.
+    Json,
+    /// Human-readable lines.
+    Text,
+}
+
+/// Gates nodewright knows, and whether it has the feature.
+const FEATURE_GATES: &[(&str, bool)] = &[
+    ("ReservedCapacity", true),
+    ("NodeRepair", false),
+    ("SpotToSpotConsolidation", false),
+    ("NodeOverlay", false),
+    ("StaticCapacity", false),
+    ("CapacityBuffer", false),
+];
+
+/// A Go-style duration (`1s`, `500ms`, `1m30s`).
+fn duration(text: &str) -> Result<Duration, String> {
+    parse_go_duration(text).map_err(|e| e.to_string())
+}
+
+impl ControllerArgs {
+    /// Checks `--feature-gates`: known gates only; `ReservedCapacity` on;
+    /// gates of features nodewright does not have off.
+    pub fn check_feature_gates(&self) -> Result<(), CliError> {
+        for entry in self
+            .feature_gates
+            .split(',')
+            .map(str::trim)
+            .filter(|e| !e.is_empty())
+        {
+            let (name, value) = entry.split_once('=').ok_or_else(|| {
+                format!("--feature-gates {entry:?}: write Name=true or Name=false")
+            })?;
+            let on: bool = value.parse().map_err(|_| {
+                format!("--feature-gates {name}={value}: the value must be true or false")
+            })?;
+            let Some((_, built)) = FEATURE_GATES.iter().find(|(known, _)| *known == name) else {
+                let known: Vec<&str> = FEATURE_GATES.iter().map(|(n, _)| *n).collect();
+                return Err(format!(
+                    "--feature-gates: unknown gate {name:?}; known: {}",
+                    known.join(", ")
+                )
+                .into());
+            };
+            match (name, on, built) {
+                ("ReservedCapacity", false, _) => {
+                    return Err("--feature-gates ReservedCapacity=false: nodewright always uses capacity reservations a class selects; remove capacityReservationSelectorTerms instead".into());
+                }
+                (_, true, false) => {
+                    return Err(format!(
+                        "--feature-gates {name}=true: nodewright does not have this feature yet"
+                    )
+                    .into());
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// The extension host settings these flags give.
+    pub fn host_config(&self) -> Result<HostConfig, CliError> {
+        let registry_credentials = match &self.registry_config {
+            None => Vec::new(),
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|e| {
+                    format!("--registry-config {}: cannot read it: {e}", path.display())
+                })?;
+                credentials_from_docker_config(&text)
+                    .map_err(|e| format!("--registry-config {}: {e}", path.display()))?
+            }
+        };
+        Ok(HostConfig {
+            cache_dir: self.extension_cache_dir.clone(),
+            plain_http_hosts: self.plain_http_registries.clone(),
+            registry_credentials,
+            default_limits: Limits {
+                timeout: self.extension_timeout,
+                memory_bytes: self.extension_memory_mib as usize * 1024 * 1024,
+            },
+            ..HostConfig::default()
+        })
+    }
+
+    /// The operator settings these flags give.
+    pub fn operator_settings(&self) -> OperatorSettings {
+        let identity = std::env::var("POD_NAME")
+            .ok()
+            .or_else(|| std::env::var("HOSTNAME").ok())
+            .unwrap_or_else(|| format!("nodewright-{}", std::process::id()));
+        let namespace = self
+            .leader_election_namespace
+            .clone()
+            .or_else(|| std::env::var("SYSTEM_NAMESPACE").ok())
+            .unwrap_or_else(|| "kube-system".to_string());
+        let lease = LeaseSettings {
+            lease_duration: self.leader_election_lease_duration,
+            renew_deadline: self.leader_election_renew_deadline,
+            retry_period: self.leader_election_retry_period,
+            ..LeaseSettings::new(&namespace, &self.leader_election_name, &identity)
+        };
+        let any = |port| SocketAddr::from((self.bind_address, port));
+        OperatorSettings {
+            provisioning: ProvisioningSettings {
+                batch: BatchWindows {
+                    idle: self.batch_idle_duration,
+                    max: self.batch_max_duration,
+                },
+                scheduler: SchedulerOptions {
+                    ignore_preferences: self.preference_policy == PreferencePolicy::Ignore,
+                    min_values_policy: match self.min_values_policy {
+                        MinValuesPolicyArg::Strict => MinValuesPolicy::Strict,
+                        MinValuesPolicyArg::BestEffort => MinValuesPolicy::BestEffort,
+                    },
+                    ..SchedulerOptions::default()
+                },
+            },
+            leader_election: self.leader_elect.then_some(lease),
+            metrics_addr: any(self.metrics_port),
+            health_addr: any(self.health_probe_port),
+        }
+    }
+}

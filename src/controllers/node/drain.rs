@@ -1,0 +1,230 @@
+//! Which pods a draining node must lose, in which order, and the eviction
+//! of one pod — Karpenter's terminator and eviction queue. Pods leave in
+//! tiers (non-critical non-DaemonSet, non-critical DaemonSet, critical
+//! non-DaemonSet, critical DaemonSet; critical = `system-cluster-critical` /
+//! `system-node-critical`), each tier only once the one before is gone.
+//! Static pods, pods that tolerate the `karpenter.sh/disrupted` taint (they
+//! would come straight back) and finished pods are left. Evictions go
+//! through `pods/eviction`, so PodDisruptionBudgets hold them (429, retried);
+//! a pod with an active `karpenter.sh/do-not-disrupt` is not evicted. Once the
+//! NodeClaim's `terminationGracePeriod` is about to run out, pods are deleted
+//! outright so the node can go.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, EvictParams, Preconditions};
+
+use crate::apis::duration::parse_go_duration;
+use crate::apis::labels::{DISRUPTED_TAINT_KEY, DO_NOT_DISRUPT_ANNOTATION_KEY};
+use crate::scheduling::{Taint, TaintEffect, convert::pod_from_k8s};
+
+/// Seconds of `t` since the epoch.
+fn seconds(t: &Time) -> i64 {
+    t.0.as_second()
+}
+
+fn now() -> i64 {
+    k8s_openapi::jiff::Timestamp::now().as_second()
+}
+
+/// Whether the pod has finished (`Succeeded` or `Failed`).
+pub fn is_terminal(pod: &Pod) -> bool {
+    matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    )
+}
+
+fn is_static(pod: &Pod) -> bool {
+    pod.owner_references()
+        .iter()
+        .any(|o| o.kind == "Node" && o.api_version == "v1")
+}
+
+fn is_daemon(pod: &Pod) -> bool {
+    pod.owner_references().iter().any(|o| o.kind == "DaemonSet")
+}
+
+fn is_critical(pod: &Pod) -> bool {
+    matches!(
+        pod.spec
+            .as_ref()
+            .and_then(|s| s.priority_class_name.as_deref()),
+        Some("system-cluster-critical" | "system-node-critical")
+    )
+}
+
+/// Whether the pod tolerates `karpenter.sh/disrupted:NoSchedule`: draining
+/// it would be pointless, it could land on the node again.
+pub fn tolerates_disrupted_taint(pod: &Pod) -> bool {
+    let taint = Taint::new(DISRUPTED_TAINT_KEY, "", TaintEffect::NoSchedule);
+    pod_from_k8s(pod).is_ok_and(|p| p.tolerations.iter().any(|t| t.tolerates(&taint)))
+}
+
+/// Whether a deleted pod has outstayed its deletion by a minute: it is left
+/// to the kubelet rather than waited for.
+fn is_stuck_terminating(pod: &Pod) -> bool {
+    pod.metadata
+        .deletion_timestamp
+        .as_ref()
+        .is_some_and(|t| now() - seconds(t) > 60)
+}
+
+/// Whether a pod on a draining node must leave it before the node goes.
+pub fn is_waiting_eviction(pod: &Pod) -> bool {
+    !is_terminal(pod)
+        && !tolerates_disrupted_taint(pod)
+        && !is_stuck_terminating(pod)
+        && !is_static(pod)
+}
+
+/// Whether `karpenter.sh/do-not-disrupt` holds the pod now: `"true"`, or a
+/// duration counted from the pod's start that has not run out. Other values
+/// are ignored.
+pub fn do_not_disrupt_active(pod: &Pod) -> bool {
+    let Some(value) = pod.annotations().get(DO_NOT_DISRUPT_ANNOTATION_KEY) else {
+        return false;
+    };
+    if value == "true" {
+        return true;
+    }
+    let Ok(duration) = parse_go_duration(value) else {
+        return false;
+    };
+    let started = pod.status.as_ref().and_then(|s| s.start_time.as_ref());
+    match started {
+        Some(start) => {
+            now()
+                < seconds(start)
+                    .saturating_add(i64::try_from(duration.as_secs()).unwrap_or(i64::MAX))
+        }
+        None => true,
+    }
+}
+
+/// The pods to remove next: the first non-empty tier, in Karpenter's order.
+pub fn next_tier(pods: &[&Pod]) -> Vec<Pod> {
+    let tiers = [(false, false), (false, true), (true, false), (true, true)];
+    for (critical, daemon) in tiers {
+        let tier: Vec<Pod> = pods
+            .iter()
+            .filter(|p| is_critical(p) == critical && is_daemon(p) == daemon)
+            .map(|p| Pod::clone(p))
+            .collect();
+        if !tier.is_empty() {
+            return tier;
+        }
+    }
+    Vec::new()
+}
+
+/// Whether the node's termination deadline is close enough that `pod` must
+/// be deleted now to leave in its own grace period.
+pub fn needs_force_delete(pod: &Pod, deadline: Option<i64>) -> bool {
+    let Some(deadline) = deadline else {
+        return false;
+    };
+    let grace = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.termination_grace_period_seconds)
+        .unwrap_or(30);
+    now() >= deadline - grace
+}
+
+/// What happened to one pod.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Removal {
+    /// Evicted, deleted, or already gone.
+    Done,
+    /// Held back: a PodDisruptionBudget refused (the API server's message),
+    /// or `do-not-disrupt` holds it.
+    Blocked(String),
+}
+
+/// Removes one pod from a draining node: deletes it when the deadline is
+/// near, otherwise evicts it through the API (respecting PDBs) unless
+/// `do-not-disrupt` holds it.
+pub async fn remove(
+    client: &kube::Client,
+    pod: &Pod,
+    deadline: Option<i64>,
+) -> Result<Removal, kube::Error> {
+    let namespace = pod.namespace().unwrap_or_else(|| "default".to_string());
+    let api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+    let name = pod.name_any();
+    let preconditions = Some(Preconditions {
+        uid: pod.metadata.uid.clone(),
+        resource_version: None,
+    });
+    if needs_force_delete(pod, deadline) {
+        let remaining = deadline.map_or(1, |d| (d - now()).max(1));
+        let params = DeleteParams {
+            grace_period_seconds: Some(u32::try_from(remaining).unwrap_or(1)),
+            preconditions,
+            ..DeleteParams::default()
+        };
+        return match api.delete(&name, &params).await {
+            Ok(_) => {
+                drained("deleted");
+                Ok(Removal::Done)
+            }
+            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(Removal::Done),
+            Err(e) => Err(e),
+        };
+    }
+    if pod.metadata.deletion_timestamp.is_some() {
+        return Ok(Removal::Blocked("terminating".to_string()));
+    }
+    if do_not_disrupt_active(pod) {
+        return Ok(Removal::Blocked(format!(
+            "pod {namespace}/{name} has the {DO_NOT_DISRUPT_ANNOTATION_KEY} annotation"
+        )));
+    }
+    let params = EvictParams {
+        delete_options: Some(DeleteParams {
+            preconditions,
+            ..DeleteParams::default()
+        }),
+        ..EvictParams::default()
+    };
+    let result = api.evict(&name, &params).await;
+    let code = match &result {
+        Ok(_) => 200,
+        Err(kube::Error::Api(s)) => s.code,
+        Err(_) => 0,
+    };
+    crate::metrics::metrics()
+        .pods_eviction_requests
+        .get_or_create(&crate::metrics::labels(&[("code", &code.to_string())]))
+        .inc();
+    match result {
+        Ok(_) => {
+            drained("evicted");
+            Ok(Removal::Done)
+        }
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(Removal::Done),
+        Err(kube::Error::Api(s))
+            if s.code == 429 || (s.code == 500 && s.message.contains("multiple")) =>
+        {
+            Ok(Removal::Blocked(format!(
+                "evicting pod {namespace}/{name}: {}",
+                s.message
+            )))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// How long a blocked drain waits before trying again.
+pub const DRAIN_RETRY: Duration = Duration::from_secs(1);
+
+fn drained(reason: &str) {
+    crate::metrics::metrics()
+        .pods_drained
+        .get_or_create(&crate::metrics::labels(&[("reason", reason)]))
+        .inc();
+}

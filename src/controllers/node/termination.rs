@@ -1,0 +1,324 @@
+//! Termination of a deleted Node that nodewright manages: its NodeClaim is
+//! deleted too; the node is cordoned, tainted `karpenter.sh/disrupted:NoSchedule`
+//! and labelled out of external load balancers; its pods are drained (see
+//! `drain`); then its instance is terminated and waited for, and the
+//! finalizer removed. A node whose instance is already gone (and which is
+//! not Ready) is released at once, so finalization never waits on an
+//! instance that does not exist.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Pod, Taint};
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event, EventType};
+use kube::runtime::watcher;
+
+use super::drain::{DRAIN_RETRY, Removal, is_waiting_eviction, next_tier, remove};
+use crate::apis::conditions::{NODE_CLAIM_DRAINED, NODE_CLAIM_INSTANCE_TERMINATING, set_condition};
+use crate::apis::labels::{
+    DISRUPTED_TAINT_KEY, EXCLUDE_FROM_LOAD_BALANCERS_LABEL_KEY, NODE_POOL_LABEL_KEY,
+    TERMINATION_FINALIZER,
+};
+use crate::apis::{ConditionStatus, NodeClaim};
+use crate::controllers::ControllerError;
+use crate::controllers::nodeclaim::{NodeClaimContext, node_claim_of};
+
+/// How often a terminating instance is checked again.
+const TERMINATING_POLL: Duration = Duration::from_secs(5);
+
+/// Runs the controller until the cluster state's feeds end: deleted nodes
+/// are reconciled on their own changes and on changes of their pods.
+pub async fn run(ctx: Arc<NodeClaimContext>) {
+    let state = ctx.state.clone();
+    let node_of_pod = ctx.state.pods.changes().filter_map(move |pod| {
+        let node = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .and_then(|name| {
+                state
+                    .nodes
+                    .store()
+                    .get(&kube::runtime::reflector::ObjectRef::new(&name))
+            });
+        std::future::ready(node.filter(|n| n.metadata.deletion_timestamp.is_some()))
+    });
+    let trigger = futures::stream::select(ctx.state.nodes.changes(), node_of_pod)
+        .map(|node| Ok::<Node, watcher::Error>(Node::clone(&node)));
+    Controller::for_stream(trigger, ctx.state.nodes.store().clone())
+        .run(
+            |node, ctx| async move { reconcile(&ctx, &node).await },
+            |node, error, _| {
+                tracing::warn!(node = %node.name_any(), %error, "node termination failed; retrying");
+                Action::requeue(Duration::from_secs(5))
+            },
+            ctx,
+        )
+        .for_each(|_| async {})
+        .await;
+}
+
+/// One pass over a Node.
+pub async fn reconcile(ctx: &NodeClaimContext, node: &Node) -> Result<Action, ControllerError> {
+    let managed = node.labels().contains_key(NODE_POOL_LABEL_KEY);
+    if node.metadata.deletion_timestamp.is_none()
+        || !managed
+        || !node.finalizers().iter().any(|f| f == TERMINATION_FINALIZER)
+    {
+        return Ok(Action::await_change());
+    }
+    let name = node.name_any();
+    let claim = node_claim_of(&ctx.state, node);
+    if let Some(claim) = &claim
+        && claim.metadata.deletion_timestamp.is_none()
+    {
+        match Api::<NodeClaim>::all(ctx.client.clone())
+            .delete(&claim.name_any(), &DeleteParams::default())
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(error) => return Err(error.into()),
+        }
+    }
+    if !is_ready(node)
+        && let Some(provider_id) = node.spec.as_ref().and_then(|s| s.provider_id.as_deref())
+        && let Err(error) = ctx.cloud.get(provider_id).await
+        && error.is_not_found()
+    {
+        tracing::info!(node = %name, "instance already gone; releasing node");
+        return release(ctx, node).await;
+    }
+
+    taint_and_cordon(ctx, node).await?;
+    let deadline = claim.as_deref().and_then(termination_deadline);
+    let pods: Vec<Arc<Pod>> = ctx
+        .state
+        .pods
+        .all()
+        .into_iter()
+        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(name.as_str()))
+        .collect();
+    let waiting: Vec<&Pod> = pods
+        .iter()
+        .map(Arc::as_ref)
+        .filter(|p| is_waiting_eviction(p))
+        .collect();
+    if !waiting.is_empty() {
+        if let Some(claim) = &claim {
+            set_claim_condition(
+                ctx,
+                claim,
+                NODE_CLAIM_DRAINED,
+                ConditionStatus::Unknown,
+                "Draining",
+            )
+            .await?;
+        }
+        let mut blocked = Vec::new();
+        for pod in next_tier(&waiting) {
+            if let Removal::Blocked(why) = remove(&ctx.client, &pod, deadline).await? {
+                blocked.push(why);
+            }
+        }
+        if !blocked.is_empty() {
+            publish(
+                ctx,
+                node,
+                "FailedDraining",
+                &format!("Failed to drain node, {}", blocked.join("; ")),
+            )
+            .await;
+        }
+        return Ok(Action::requeue(DRAIN_RETRY));
+    }
+    if let Some(claim) = &claim {
+        let newly_drained = claim
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_deref())
+            .and_then(|c| crate::apis::conditions::find_condition(c, NODE_CLAIM_DRAINED))
+            .is_none_or(|c| !c.is_true());
+        set_claim_condition(
+            ctx,
+            claim,
+            NODE_CLAIM_DRAINED,
+            ConditionStatus::True,
+            "Drained",
+        )
+        .await?;
+        if newly_drained {
+            let (pool, _) =
+                crate::controllers::nodeclaim::pool_and_zone(node.metadata.labels.as_ref());
+            crate::metrics::metrics()
+                .nodes_drained
+                .get_or_create(&crate::metrics::labels(&[("nodepool", &pool)]))
+                .inc();
+        }
+        match ctx.cloud.delete(claim).await {
+            Err(error) if error.is_not_found() => {}
+            Ok(()) => {
+                set_claim_condition(
+                    ctx,
+                    claim,
+                    NODE_CLAIM_INSTANCE_TERMINATING,
+                    ConditionStatus::True,
+                    "InstanceTerminating",
+                )
+                .await?;
+                return Ok(Action::requeue(TERMINATING_POLL));
+            }
+            Err(error) => {
+                tracing::warn!(node = %name, %error, "cannot terminate instance; retrying");
+                return Ok(Action::requeue(TERMINATING_POLL));
+            }
+        }
+    }
+    release(ctx, node).await
+}
+
+fn is_ready(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .any(|c| c.type_ == "Ready" && c.status == "True")
+}
+
+/// When the node must be gone: the claim's deletion plus its
+/// `terminationGracePeriod`, in seconds since the epoch; `None` without one.
+fn termination_deadline(claim: &NodeClaim) -> Option<i64> {
+    let deleted = claim.metadata.deletion_timestamp.as_ref()?.0.as_second();
+    let period =
+        crate::apis::duration::parse_go_duration(claim.spec.termination_grace_period.as_deref()?)
+            .ok()?;
+    Some(deleted.saturating_add(i64::try_from(period.as_secs()).unwrap_or(i64::MAX)))
+}
+
+/// Cordons the node, adds the disrupted taint and the load-balancer
+/// exclusion label, unless they are there already.
+async fn taint_and_cordon(ctx: &NodeClaimContext, node: &Node) -> Result<(), ControllerError> {
+    let mut taints: Vec<Taint> = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default();
+    let tainted = taints
+        .iter()
+        .any(|t| t.key == DISRUPTED_TAINT_KEY && t.effect == "NoSchedule");
+    let cordoned = node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true);
+    let labelled = node
+        .labels()
+        .get(EXCLUDE_FROM_LOAD_BALANCERS_LABEL_KEY)
+        .is_some();
+    if tainted && cordoned && labelled {
+        return Ok(());
+    }
+    taints.retain(|t| t.key != DISRUPTED_TAINT_KEY);
+    taints.push(Taint {
+        key: DISRUPTED_TAINT_KEY.to_string(),
+        effect: "NoSchedule".to_string(),
+        ..Taint::default()
+    });
+    let patch = serde_json::json!({
+        "metadata": {
+            "resourceVersion": node.metadata.resource_version,
+            "labels": {EXCLUDE_FROM_LOAD_BALANCERS_LABEL_KEY: "karpenter"},
+        },
+        "spec": {"unschedulable": true, "taints": taints},
+    });
+    Api::<Node>::all(ctx.client.clone())
+        .patch(
+            &node.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await?;
+    tracing::info!(node = %node.name_any(), "tainted and cordoned node");
+    Ok(())
+}
+
+/// Removes the termination finalizer: the node may go.
+async fn release(ctx: &NodeClaimContext, node: &Node) -> Result<Action, ControllerError> {
+    let remaining: Vec<String> = node
+        .finalizers()
+        .iter()
+        .filter(|f| *f != TERMINATION_FINALIZER)
+        .cloned()
+        .collect();
+    let patch = serde_json::json!({
+        "metadata": {"resourceVersion": node.metadata.resource_version, "finalizers": remaining}
+    });
+    match Api::<Node>::all(ctx.client.clone())
+        .patch(
+            &node.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 404 => {}
+        Err(error) => return Err(error.into()),
+    }
+    tracing::info!(node = %node.name_any(), "deleted node");
+    let (pool, zone) = crate::controllers::nodeclaim::pool_and_zone(node.metadata.labels.as_ref());
+    crate::metrics::metrics()
+        .nodes_terminated
+        .get_or_create(&crate::metrics::labels(&[
+            ("nodepool", &pool),
+            ("zone", &zone),
+        ]))
+        .inc();
+    Ok(Action::await_change())
+}
+
+/// Sets a condition on the node's NodeClaim (drain progress, instance termination).
+async fn set_claim_condition(
+    ctx: &NodeClaimContext,
+    claim: &NodeClaim,
+    type_: &str,
+    status: ConditionStatus,
+    reason: &str,
+) -> Result<(), ControllerError> {
+    let mut conditions = claim
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.clone())
+        .unwrap_or_default();
+    if !set_condition(&mut conditions, type_, status, reason, reason, None) {
+        return Ok(());
+    }
+    let patch = serde_json::json!({"status": {"conditions": conditions}});
+    match Api::<NodeClaim>::all(ctx.client.clone())
+        .patch_status(
+            &claim.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(error) => Err(error.into()),
+    }
+}
+
+async fn publish(ctx: &NodeClaimContext, node: &Node, reason: &str, note: &str) {
+    let event = Event {
+        type_: EventType::Warning,
+        reason: reason.to_string(),
+        note: Some(crate::controllers::truncate(note.to_string(), 1024)),
+        action: "Drain".to_string(),
+        secondary: None,
+    };
+    let reference = kube::Resource::object_ref(node, &());
+    if let Err(error) = ctx.recorder.publish(&event, &reference).await {
+        tracing::warn!(%error, "cannot publish event");
+    }
+}

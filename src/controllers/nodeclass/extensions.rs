@@ -1,0 +1,156 @@
+//! `ExtensionsReady`: runs the class's instance filters and priority
+//! scorers for every NodePool that uses it (once for no pool while none
+//! does, so a broken module shows up before a NodePool does), and reports
+//! which module failed and why, together with the AMI selector's run.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::ResourceExt;
+use kube::api::{Api, ListParams};
+
+use crate::apis::{Condition, EC2NodeClass, NodePool};
+use crate::aws::instance_types::InstanceTypeProvider;
+use crate::extensions::{AmiSelection, ConfigMapSource, ModuleReport, Outcome};
+
+use super::super::{Context, ControllerError};
+use super::conditions::Stamp;
+
+/// How a class whose instance types cannot be resolved is reported.
+const UNRESOLVABLE: &str = "cannot resolve instance types";
+
+/// The ConfigMaps the class's extensions reference (those that exist; a
+/// missing one is reported by the module that needs it).
+pub async fn referenced_config_maps(
+    context: &Context,
+    class: &EC2NodeClass,
+) -> Result<Vec<ConfigMap>, ControllerError> {
+    let Ok(effective) = class.spec.effective_extensions() else {
+        return Ok(Vec::new());
+    };
+    let mut found = Vec::new();
+    for (namespace, name) in effective.config_map_references() {
+        let api: Api<ConfigMap> = Api::namespaced(context.client.clone(), namespace);
+        if let Some(config_map) = api.get_opt(name).await? {
+            found.push(config_map);
+        }
+    }
+    Ok(found)
+}
+
+/// Names of the NodePools whose template uses the class, sorted.
+pub async fn node_pools_of(context: &Context, class: &str) -> Result<Vec<String>, ControllerError> {
+    let pools = Api::<NodePool>::all(context.client.clone())
+        .list(&ListParams::default())
+        .await?;
+    let mut names: Vec<String> = pools
+        .items
+        .iter()
+        .filter(|p| p.spec.template.spec.node_class_ref.name == class)
+        .map(ResourceExt::name_any)
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
+/// What the extension part of a pass found.
+pub struct ExtensionOutcomes {
+    /// One outcome per NodePool (or one for no pool).
+    pub outcomes: Vec<Arc<Outcome>>,
+    /// The class's settings cannot be resolved into instance types at all.
+    pub unresolvable: bool,
+}
+
+/// Runs the class's filters and scorers for each of `pools` (blocking work,
+/// off the async threads).
+pub async fn run(
+    context: &Context,
+    class: &EC2NodeClass,
+    pools: Vec<String>,
+    config_maps: &[ConfigMap],
+) -> Result<ExtensionOutcomes, ControllerError> {
+    let (class, config_maps) = (class.clone(), config_maps.to_vec());
+    let provider = context.instance_types.clone();
+    let (outcomes, unresolvable) = tokio::task::spawn_blocking(move || {
+        instance_type_outcomes(&class, &pools, &provider, &config_maps)
+    })
+    .await?;
+    Ok(ExtensionOutcomes {
+        outcomes,
+        unresolvable,
+    })
+}
+
+fn instance_type_outcomes(
+    class: &EC2NodeClass,
+    pools: &[String],
+    provider: &InstanceTypeProvider,
+    config_maps: &dyn ConfigMapSource,
+) -> (Vec<Arc<Outcome>>, bool) {
+    let no_pool = [String::new()];
+    let pools = if pools.is_empty() {
+        &no_pool[..]
+    } else {
+        pools
+    };
+    let mut outcomes = Vec::with_capacity(pools.len());
+    for pool in pools {
+        match provider.for_pool(class, pool, config_maps) {
+            Ok(outcome) => outcomes.push(outcome),
+            Err(e) => {
+                let blocked = Outcome {
+                    blocked: Some(format!("{UNRESOLVABLE}: {e}")),
+                    ..Outcome::default()
+                };
+                return (vec![Arc::new(blocked)], true);
+            }
+        }
+    }
+    (outcomes, false)
+}
+
+/// `ExtensionsReady` from the filters' and scorers' outcomes and the AMI
+/// selector's run.
+pub fn condition(
+    class: &EC2NodeClass,
+    found: &ExtensionOutcomes,
+    selection: Option<&AmiSelection>,
+    stamp: &Stamp,
+) -> Condition {
+    let mut condition =
+        combined(&found.outcomes, selection).condition(stamp.generation, stamp.now.clone());
+    // A blocked class whose modules never ran says why in the reason too.
+    if class.spec.effective_extensions().is_err() {
+        condition.reason = Some("InvalidExtensions".to_string());
+    } else if found.unresolvable {
+        condition.reason = Some("InvalidNodeClass".to_string());
+    }
+    condition
+}
+
+/// One outcome for the condition: the first block, and every module report
+/// once (a module fails the same way for every NodePool).
+pub fn combined(outcomes: &[Arc<Outcome>], selection: Option<&AmiSelection>) -> Outcome {
+    let mut reports: Vec<ModuleReport> = Vec::new();
+    let all = outcomes
+        .iter()
+        .flat_map(|o| o.reports.iter())
+        .chain(selection.and_then(|s| s.report.as_ref()));
+    for report in all {
+        let seen = reports
+            .iter()
+            .any(|r| r.name == report.name && r.role == report.role && r.error == report.error);
+        if !seen {
+            reports.push(report.clone());
+        }
+    }
+    let blocked = outcomes
+        .iter()
+        .find_map(|o| o.blocked.clone())
+        .or_else(|| selection.and_then(|s| s.blocked.clone()));
+    Outcome {
+        reports,
+        blocked,
+        ..Outcome::default()
+    }
+}

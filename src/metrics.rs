@@ -1,0 +1,262 @@
+//! The Prometheus registry nodewright serves on `/metrics`, with Karpenter's
+//! metric names where the meaning is the same, so existing dashboards and
+//! alerts keep working. One process-wide set ([`metrics()`]); controllers
+//! record into it where things happen.
+
+use std::sync::LazyLock;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// Label pairs, in the order written.
+pub type Labels = Vec<(String, String)>;
+
+/// A family of counters by labels.
+pub type Counters = Family<Labels, Counter>;
+/// A family of gauges by labels.
+pub type Gauges = Family<Labels, Gauge<f64, std::sync::atomic::AtomicU64>>;
+/// A family of histograms by labels.
+pub type Histograms = Family<Labels, Histogram, fn() -> Histogram>;
+
+/// Every metric nodewright exports.
+pub struct Metrics {
+    registry: Registry,
+    /// `karpenter_build_info{version}`: 1.
+    pub build_info: Gauges,
+    /// `karpenter_nodeclaims_created_total{reason, nodepool, min_values_relaxed}`.
+    pub nodeclaims_created: Counters,
+    /// `karpenter_nodeclaims_terminated_total{nodepool, capacity_type, zone}`.
+    pub nodeclaims_terminated: Counters,
+    /// `karpenter_nodeclaims_disrupted_total{reason, nodepool, capacity_type}`:
+    /// NodeClaims removed other than by a user (insufficient capacity, a class
+    /// not ready, launch or registration timeouts, garbage collection).
+    pub nodeclaims_disrupted: Counters,
+    /// `karpenter_nodes_created_total{nodepool, zone}`: nodes registered.
+    pub nodes_created: Counters,
+    /// `karpenter_nodes_terminated_total{nodepool, zone}`: nodes released.
+    pub nodes_terminated: Counters,
+    /// `karpenter_nodes_drained_total{nodepool}`.
+    pub nodes_drained: Counters,
+    /// `karpenter_pods_eviction_requests_total{code}`.
+    pub pods_eviction_requests: Counters,
+    /// `karpenter_pods_drained_total{reason}`.
+    pub pods_drained: Counters,
+    /// `karpenter_pods_scheduling_decision_duration_seconds`: from a pod being
+    /// unschedulable to the provisioning decision about it.
+    pub pods_scheduling_decision_duration: Histograms,
+    /// `karpenter_scheduler_scheduling_duration_seconds{controller}`.
+    pub scheduling_duration: Histograms,
+    /// `karpenter_scheduler_queue_depth{controller}`: pods in the last solve.
+    pub scheduler_queue_depth: Gauges,
+    /// `karpenter_scheduler_ignored_pods_count`: pods left out of the last
+    /// round because they could not be read.
+    pub scheduler_ignored_pods: Gauges,
+    /// `karpenter_scheduler_unschedulable_pods_count{controller}`.
+    pub scheduler_unschedulable_pods: Gauges,
+    /// `karpenter_cloudprovider_duration_seconds{controller, method, provider}`.
+    pub cloudprovider_duration: Histograms,
+    /// `karpenter_cloudprovider_errors_total{controller, method, provider, error}`.
+    pub cloudprovider_errors: Counters,
+    /// `karpenter_cloudprovider_instance_type_offering_available{instance_type, capacity_type, zone}`.
+    pub offering_available: Gauges,
+    /// `karpenter_cloudprovider_instance_type_offering_price_estimate{instance_type, capacity_type, zone}`.
+    pub offering_price: Gauges,
+    /// `karpenter_cluster_state_synced`: 1 once every watch has listed.
+    pub cluster_state_synced: Gauges,
+    /// `karpenter_cluster_state_node_count`.
+    pub cluster_state_node_count: Gauges,
+    /// `karpenter_nodepools_usage{resource_type, nodepool}`.
+    pub nodepools_usage: Gauges,
+    /// `karpenter_nodepools_limit{resource_type, nodepool}`.
+    pub nodepools_limit: Gauges,
+}
+
+fn duration_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.005, 2.0, 14))
+}
+
+impl Metrics {
+    fn new() -> Self {
+        let mut registry = Registry::default();
+        let mut counters = |name: &str, help: &str| {
+            let family = Counters::default();
+            registry.register(name, help, family.clone());
+            family
+        };
+        let nodeclaims_created = counters(
+            "karpenter_nodeclaims_created",
+            "NodeClaims created, by reason and NodePool.",
+        );
+        let nodeclaims_terminated = counters(
+            "karpenter_nodeclaims_terminated",
+            "NodeClaims whose finalization completed.",
+        );
+        let nodeclaims_disrupted = counters(
+            "karpenter_nodeclaims_disrupted",
+            "NodeClaims removed by nodewright, by reason.",
+        );
+        let nodes_created = counters(
+            "karpenter_nodes_created",
+            "Nodes registered for a NodeClaim.",
+        );
+        let nodes_terminated = counters(
+            "karpenter_nodes_terminated",
+            "Nodes released after termination.",
+        );
+        let nodes_drained = counters("karpenter_nodes_drained", "Nodes drained.");
+        let pods_eviction_requests = counters(
+            "karpenter_pods_eviction_requests",
+            "Eviction requests, by response code.",
+        );
+        let pods_drained = counters(
+            "karpenter_pods_drained",
+            "Pods removed from draining nodes, by how.",
+        );
+        let cloudprovider_errors = counters(
+            "karpenter_cloudprovider_errors",
+            "Cloud provider calls that failed.",
+        );
+        let mut gauges = |name: &str, help: &str| {
+            let family = Gauges::default();
+            registry.register(name, help, family.clone());
+            family
+        };
+        let build_info = gauges("karpenter_build_info", "The running build.");
+        let scheduler_queue_depth = gauges(
+            "karpenter_scheduler_queue_depth",
+            "Pods in the last provisioning solve.",
+        );
+        let scheduler_ignored_pods = gauges(
+            "karpenter_scheduler_ignored_pods_count",
+            "Pods left out of the last provisioning round.",
+        );
+        let scheduler_unschedulable_pods = gauges(
+            "karpenter_scheduler_unschedulable_pods_count",
+            "Pods the last provisioning round could not place.",
+        );
+        let offering_available = gauges(
+            "karpenter_cloudprovider_instance_type_offering_available",
+            "1 when an offering can be launched, 0 when not.",
+        );
+        let offering_price = gauges(
+            "karpenter_cloudprovider_instance_type_offering_price_estimate",
+            "Hourly price of an offering.",
+        );
+        let cluster_state_synced = gauges(
+            "karpenter_cluster_state_synced",
+            "1 once the cluster state has listed everything.",
+        );
+        let cluster_state_node_count = gauges(
+            "karpenter_cluster_state_node_count",
+            "Nodes in the cluster state.",
+        );
+        let nodepools_usage = gauges(
+            "karpenter_nodepools_usage",
+            "Resources a NodePool's nodes hold.",
+        );
+        let nodepools_limit = gauges("karpenter_nodepools_limit", "A NodePool's limits.");
+        let mut histograms = |name: &str, help: &str| {
+            let family = Histograms::new_with_constructor(duration_histogram as fn() -> Histogram);
+            registry.register(name, help, family.clone());
+            family
+        };
+        let pods_scheduling_decision_duration = histograms(
+            "karpenter_pods_scheduling_decision_duration_seconds",
+            "From a pod becoming unschedulable to the provisioning decision about it.",
+        );
+        let scheduling_duration = histograms(
+            "karpenter_scheduler_scheduling_duration_seconds",
+            "Duration of a provisioning solve.",
+        );
+        let cloudprovider_duration = histograms(
+            "karpenter_cloudprovider_duration_seconds",
+            "Duration of cloud provider calls.",
+        );
+        build_info
+            .get_or_create(&labels(&[("version", env!("CARGO_PKG_VERSION"))]))
+            .set(1.0);
+        Metrics {
+            registry,
+            build_info,
+            nodeclaims_created,
+            nodeclaims_terminated,
+            nodeclaims_disrupted,
+            nodes_created,
+            nodes_terminated,
+            nodes_drained,
+            pods_eviction_requests,
+            pods_drained,
+            pods_scheduling_decision_duration,
+            scheduling_duration,
+            scheduler_queue_depth,
+            scheduler_ignored_pods,
+            scheduler_unschedulable_pods,
+            cloudprovider_duration,
+            cloudprovider_errors,
+            offering_available,
+            offering_price,
+            cluster_state_synced,
+            cluster_state_node_count,
+            nodepools_usage,
+            nodepools_limit,
+        }
+    }
+
+    /// Everything in the Prometheus text format.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = encode(&mut out, &self.registry);
+        out
+    }
+}
+
+/// Label pairs from `(name, value)`s.
+pub fn labels(pairs: &[(&str, &str)]) -> Labels {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
+
+/// The process's metrics.
+pub fn metrics() -> &'static Metrics {
+    &METRICS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metrics_render_with_karpenter_names() {
+        let m = metrics();
+        m.nodeclaims_created
+            .get_or_create(&labels(&[
+                ("reason", "provisioning"),
+                ("nodepool", "general"),
+            ]))
+            .inc();
+        m.scheduling_duration
+            .get_or_create(&labels(&[("controller", "provisioner")]))
+            .observe(0.02);
+        let text = m.render();
+        assert!(
+            text.contains(
+                "karpenter_nodeclaims_created_total{reason=\"provisioning\",nodepool=\"general\"}"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("karpenter_scheduler_scheduling_duration_seconds_bucket"),
+            "{text}"
+        );
+        assert!(text.contains("karpenter_build_info{version="), "{text}");
+    }
+}

@@ -1,0 +1,253 @@
+//! The composition root of `nodewright controller`: the shared cluster
+//! state, every controller, the metrics and health endpoints, and leader
+//! election — only the replica holding the Lease runs controllers, and it
+//! stops them the moment it loses it.
+
+pub mod leader_election;
+pub mod server;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use kube::runtime::events::{Recorder, Reporter};
+use tokio::task::JoinSet;
+
+pub use leader_election::{LeaderElector, LeaseLost, LeaseSettings};
+pub use server::Readiness;
+
+use crate::aws::instance_types::InstanceTypeProvider;
+use crate::cloudprovider::CloudProvider;
+use crate::cloudprovider::metered::Metered;
+use crate::cluster::ClusterState;
+use crate::controllers::nodeclaim::NodeClaimContext;
+use crate::controllers::nodepool::NodePoolContext;
+use crate::controllers::provisioning::{Provisioner, ProvisioningSettings};
+use crate::controllers::{self, gauges, node, nodeclaim, nodepool};
+
+/// How the operator runs.
+#[derive(Debug, Clone)]
+pub struct OperatorSettings {
+    /// Batch windows and scheduler options.
+    pub provisioning: ProvisioningSettings,
+    /// The Lease to hold before acting; `None` acts at once (one replica).
+    pub leader_election: Option<LeaseSettings>,
+    /// Where `/metrics` is served.
+    pub metrics_addr: SocketAddr,
+    /// Where `/healthz` and `/readyz` are served.
+    pub health_addr: SocketAddr,
+}
+
+/// Why the operator stopped other than by a shutdown signal.
+#[derive(Debug, thiserror::Error)]
+pub enum OperatorError {
+    /// This replica lost the leader Lease: it stopped acting (and should exit).
+    #[error(transparent)]
+    LeaseLost(#[from] LeaseLost),
+    /// An endpoint could not be served.
+    #[error("serving {what} on {addr}: {source}")]
+    Serve {
+        /// Which endpoint.
+        what: &'static str,
+        /// The address.
+        addr: SocketAddr,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A controller stopped on its own.
+    #[error("controller {0} stopped")]
+    ControllerStopped(&'static str),
+}
+
+/// Everything the operator runs.
+pub struct Operator {
+    /// The API server.
+    pub client: kube::Client,
+    /// Each NodePool's instance types.
+    pub instance_types: Arc<InstanceTypeProvider>,
+    /// Where instances are launched; `None` runs no launch, termination or
+    /// garbage-collection controller (status controllers only).
+    pub cloud: Option<Arc<dyn CloudProvider>>,
+    /// The EC2NodeClass status controller's context, when it runs.
+    pub node_classes: Option<Arc<controllers::Context>>,
+    /// Settings.
+    pub settings: OperatorSettings,
+}
+
+/// The endpoints' bound addresses, for callers that asked for port 0.
+#[derive(Debug, Clone, Copy)]
+pub struct Endpoints {
+    /// `/metrics`.
+    pub metrics: SocketAddr,
+    /// `/healthz`, `/readyz`.
+    pub health: SocketAddr,
+}
+
+impl Operator {
+    /// Runs until `shutdown` completes (then stops the controllers and
+    /// releases the lease) or the lease is lost. `on_serving` is told where
+    /// the endpoints listen.
+    pub async fn run(
+        self,
+        shutdown: impl Future<Output = ()>,
+        on_serving: impl FnOnce(Endpoints),
+    ) -> Result<(), OperatorError> {
+        let readiness = Readiness::default();
+        let mut background = JoinSet::new();
+        let metrics = self
+            .serve(
+                "metrics",
+                self.settings.metrics_addr,
+                &readiness,
+                &mut background,
+            )
+            .await?;
+        let health = if self.settings.health_addr == self.settings.metrics_addr {
+            metrics
+        } else {
+            self.serve(
+                "health",
+                self.settings.health_addr,
+                &readiness,
+                &mut background,
+            )
+            .await?
+        };
+        on_serving(Endpoints { metrics, health });
+
+        let (state, driver) = ClusterState::start(self.client.clone());
+        background.spawn(driver);
+        {
+            let (state, readiness) = (state.clone(), readiness.clone());
+            background.spawn(async move {
+                state.synced().await;
+                readiness.set_ready();
+            });
+        }
+        let elector = self
+            .settings
+            .leader_election
+            .clone()
+            .map(|lease| LeaderElector::new(self.client.clone(), lease));
+        let mut shutdown = std::pin::pin!(shutdown);
+        if let Some(elector) = &elector {
+            tokio::select! {
+                _ = elector.acquire() => {}
+                _ = &mut shutdown => return Ok(()),
+            }
+        }
+        let mut controllers = self.start_controllers(state);
+        let lost = async {
+            match &elector {
+                Some(elector) => elector.hold().await,
+                None => std::future::pending().await,
+            }
+        };
+        let result = tokio::select! {
+            _ = &mut shutdown => Ok(()),
+            lost = lost => {
+                tracing::error!(%lost, "lost the leader lease; stopping every controller");
+                Err(OperatorError::LeaseLost(lost))
+            }
+            Some(ended) = controllers.join_next() => {
+                let name = ended.unwrap_or("a controller");
+                Err(OperatorError::ControllerStopped(name))
+            }
+        };
+        controllers.abort_all();
+        background.abort_all();
+        if result.is_ok()
+            && let Some(elector) = &elector
+        {
+            elector.release().await;
+        }
+        result
+    }
+
+    async fn serve(
+        &self,
+        what: &'static str,
+        addr: SocketAddr,
+        readiness: &Readiness,
+        tasks: &mut JoinSet<()>,
+    ) -> Result<SocketAddr, OperatorError> {
+        let (bound, serving) = server::serve(addr, readiness.clone())
+            .await
+            .map_err(|source| OperatorError::Serve { what, addr, source })?;
+        tasks.spawn(serving);
+        Ok(bound)
+    }
+
+    /// Spawns every controller; each task ends with its name.
+    fn start_controllers(&self, state: Arc<ClusterState>) -> JoinSet<&'static str> {
+        let recorder = Recorder::new(
+            self.client.clone(),
+            Reporter {
+                controller: "nodewright".to_string(),
+                instance: std::env::var("POD_NAME").ok(),
+            },
+        );
+        let mut set = JoinSet::new();
+        let provisioner = Arc::new(Provisioner::new(
+            self.client.clone(),
+            state.clone(),
+            self.instance_types.clone(),
+            self.settings.provisioning.clone(),
+            recorder.clone(),
+        ));
+        if let Some(cloud) = &self.cloud {
+            set.spawn(async move {
+                provisioner.run().await;
+                "provisioner"
+            });
+            let context = |controller: &'static str| {
+                Arc::new(NodeClaimContext {
+                    client: self.client.clone(),
+                    state: state.clone(),
+                    cloud: Metered::wrap(cloud.clone(), controller),
+                    recorder: recorder.clone(),
+                })
+            };
+            let lifecycle = context("nodeclaim.lifecycle");
+            set.spawn(async move {
+                nodeclaim::run(lifecycle).await;
+                "nodeclaim.lifecycle"
+            });
+            let termination = context("node.termination");
+            set.spawn(async move {
+                node::run(termination).await;
+                "node.termination"
+            });
+            let collector = context("nodeclaim.garbagecollection");
+            set.spawn(async move {
+                nodeclaim::garbage_collection::run(collector).await;
+                "nodeclaim.garbagecollection"
+            });
+        } else {
+            tracing::warn!(
+                "no cloud provider: nothing is launched or terminated; status controllers only"
+            );
+        }
+        let pools = Arc::new(NodePoolContext {
+            client: self.client.clone(),
+            state: state.clone(),
+        });
+        set.spawn(async move {
+            nodepool::run(pools).await;
+            "nodepool"
+        });
+        let types = self.instance_types.clone();
+        set.spawn(async move {
+            gauges::run(state, types).await;
+            "gauges"
+        });
+        if let Some(classes) = self.node_classes.clone() {
+            set.spawn(async move {
+                controllers::nodeclass::run(classes).await;
+                "nodeclass"
+            });
+        }
+        set
+    }
+}

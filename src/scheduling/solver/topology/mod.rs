@@ -1,0 +1,342 @@
+//! Topology groups of one solve (Karpenter's `topology.go`): which groups
+//! each pod belongs to, the domains each topology key can take, and the
+//! counts a placed pod adds.
+
+mod checks;
+pub(super) mod groups;
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use crate::scheduling::index::{Interner, Reqs};
+use crate::scheduling::input::ExistingNode;
+use crate::scheduling::labels;
+use crate::scheduling::pod::{NodeInclusionPolicy, WhenUnsatisfiable};
+use crate::scheduling::taints::Taint;
+
+use super::Solver;
+use super::existing_nodes::ordered_nodes;
+use super::pods::merged_selector;
+use groups::{Group, GroupKey, GroupKind, NodeFilter, NsMatch, bump_host_count};
+
+/// Records a placed pod in every group that counts it and every inverse
+/// anti-affinity group it owns. `open_keys` are the keys a node may leave
+/// undefined and still match a spread's node filter: the well-known labels
+/// of a new claim, whose instance type is not chosen yet; none for a node.
+#[allow(clippy::too_many_arguments)]
+pub(in crate::scheduling::solver) fn record(
+    groups: &mut [Group],
+    counted_by: &[u32],
+    inverse_owned: &[u32],
+    reqs: &Reqs,
+    taints: &[Taint],
+    host_counts: &mut Vec<(u32, i32)>,
+    values: &Interner,
+    open_keys: Option<&HashSet<u32>>,
+) {
+    for (&g, all_values) in counted_by
+        .iter()
+        .map(|g| (g, false))
+        .chain(inverse_owned.iter().map(|g| (g, true)))
+    {
+        let Some(group) = groups.get_mut(g as usize) else {
+            continue;
+        };
+        let open = |k: u32| open_keys.is_some_and(|o| o.contains(&k));
+        if !group.id.filter.admits_reqs(reqs, values, open) {
+            continue;
+        }
+        if !group.id.filter.admits_taints(taints) {
+            continue;
+        }
+        if group.hostname {
+            bump_host_count(host_counts, g);
+            group.total += 1;
+            continue;
+        }
+        let every = all_values || group.id.kind == GroupKind::AntiAffinity;
+        let Some(r) = reqs.get(group.id.key) else {
+            continue;
+        };
+        if r.set.is_complement() {
+            continue;
+        }
+        if every || r.set.values().len() == 1 {
+            for v in r.set.values() {
+                *group.counts.entry(*v).or_insert(0) += 1;
+                group.total += 1;
+            }
+        }
+    }
+}
+
+impl Solver<'_> {
+    pub(in crate::scheduling::solver) fn group_id(
+        &mut self,
+        index: &mut HashMap<GroupKey, u32>,
+        key: GroupKey,
+    ) -> u32 {
+        if let Some(id) = index.get(&key) {
+            return *id;
+        }
+        let id = self.groups.len() as u32;
+        let hostname = key.key == self.k_host;
+        index.insert(key.clone(), id);
+        self.groups.push(Group::new(key, hostname));
+        id
+    }
+
+    pub(in crate::scheduling::solver) fn prepare_topology(&mut self) {
+        let input = self.input;
+        let ns_labels = &input.namespace_labels;
+        let mut index: HashMap<GroupKey, u32> = HashMap::new();
+        for pi in 0..self.pods.len() {
+            let pod = &input.pods[self.pods[pi].input];
+            let term_key =
+                |solver: &mut Self,
+                 kind: GroupKind,
+                 term: &crate::scheduling::pod::PodAffinityTerm| GroupKey {
+                    kind,
+                    key: solver.keys.id(labels::normalize(&term.topology_key)),
+                    namespaces: NsMatch::resolve(&term.namespaces, &pod.namespace, ns_labels),
+                    selector: term.selector.clone(),
+                    filter: NodeFilter::default(),
+                };
+            let mut req_aff = Vec::new();
+            for term in &pod.pod_affinity {
+                let k = term_key(self, GroupKind::Affinity, term);
+                req_aff.push(self.group_id(&mut index, k));
+            }
+            let mut pref: Vec<_> = pod.preferred_pod_affinity.iter().collect();
+            pref.sort_by_key(|w| std::cmp::Reverse(w.weight));
+            let mut pref_aff = Vec::new();
+            for w in pref {
+                let k = term_key(self, GroupKind::Affinity, &w.term);
+                pref_aff.push(self.group_id(&mut index, k));
+            }
+            let mut req_anti = Vec::new();
+            let mut inverse_owned = Vec::new();
+            for term in &pod.pod_anti_affinity {
+                let k = term_key(self, GroupKind::AntiAffinity, term);
+                req_anti.push(self.group_id(&mut index, k));
+                let k = term_key(self, GroupKind::InverseAntiAffinity, term);
+                inverse_owned.push(self.group_id(&mut index, k));
+            }
+            let mut pref: Vec<_> = pod.preferred_pod_anti_affinity.iter().collect();
+            pref.sort_by_key(|w| std::cmp::Reverse(w.weight));
+            let mut pref_anti = Vec::new();
+            for w in pref {
+                let k = term_key(self, GroupKind::AntiAffinity, &w.term);
+                pref_anti.push(self.group_id(&mut index, k));
+            }
+            let (mut hard, mut soft) = (Vec::new(), Vec::new());
+            for c in &pod.topology_spread {
+                let honor = c.node_affinity_policy == NodeInclusionPolicy::Honor;
+                let filter = NodeFilter {
+                    terms: honor.then(|| {
+                        let p = &self.pods[pi];
+                        if p.required_terms.is_empty() {
+                            return vec![p.base.clone()];
+                        }
+                        p.required_terms
+                            .iter()
+                            .map(|t| {
+                                let mut r = p.base.clone();
+                                r.add_all(t, &self.values);
+                                r
+                            })
+                            .collect()
+                    }),
+                    tolerations: (c.node_taints_policy == NodeInclusionPolicy::Honor)
+                        .then(|| pod.tolerations.clone()),
+                };
+                let filter = if filter.is_empty() {
+                    NodeFilter::default()
+                } else {
+                    filter
+                };
+                let k = GroupKey {
+                    kind: GroupKind::Spread {
+                        max_skew: c.max_skew.max(1),
+                        min_domains: c.min_domains,
+                        honor,
+                    },
+                    key: self.keys.id(labels::normalize(&c.topology_key)),
+                    namespaces: NsMatch::Set(vec![pod.namespace.clone()]),
+                    selector: merged_selector(&c.selector, &c.match_label_keys, pod),
+                    filter,
+                };
+                let id = self.group_id(&mut index, k);
+                match c.when_unsatisfiable {
+                    WhenUnsatisfiable::DoNotSchedule => hard.push(id),
+                    WhenUnsatisfiable::ScheduleAnyway => soft.push(id),
+                }
+            }
+            let p = &mut self.pods[pi];
+            p.req_aff = req_aff;
+            p.pref_aff = pref_aff;
+            p.req_anti = req_anti;
+            p.pref_anti = pref_anti;
+            p.spread_hard = hard;
+            p.spread_soft = soft;
+            p.inverse_owned = inverse_owned;
+        }
+        // Required anti-affinity of pods already running.
+        let mut existing_inverse: Vec<(usize, Vec<u32>)> = Vec::new();
+        let nodes_input: Vec<&ExistingNode> =
+            ordered_nodes(input).into_iter().map(|(n, _)| n).collect();
+        for (ni, node) in nodes_input.iter().enumerate() {
+            for pod in &node.pods {
+                let mut owned = Vec::new();
+                for term in &pod.pod_anti_affinity {
+                    let k = GroupKey {
+                        kind: GroupKind::InverseAntiAffinity,
+                        key: self.keys.id(labels::normalize(&term.topology_key)),
+                        namespaces: NsMatch::resolve(&term.namespaces, &pod.namespace, ns_labels),
+                        selector: term.selector.clone(),
+                        filter: NodeFilter::default(),
+                    };
+                    owned.push(self.group_id(&mut index, k));
+                }
+                existing_inverse.push((ni, owned));
+            }
+        }
+        // Which groups count or block each pending pod.
+        for p in &mut self.pods {
+            for (gi, g) in self.groups.iter().enumerate() {
+                if !g.selects(&p.namespace, &p.labels) {
+                    continue;
+                }
+                if g.id.kind == GroupKind::InverseAntiAffinity {
+                    p.blocked_by.push(gi as u32);
+                } else {
+                    p.counted_by.push(gi as u32);
+                }
+            }
+        }
+        // Count pods already running.
+        let mut inverse_iter = existing_inverse.into_iter();
+        for (ni, node) in nodes_input.iter().enumerate() {
+            for pod in &node.pods {
+                let counted: Vec<u32> = self
+                    .groups
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, g)| {
+                        g.id.kind != GroupKind::InverseAntiAffinity
+                            && g.selects(&pod.namespace, &pod.labels)
+                    })
+                    .map(|(i, _)| i as u32)
+                    .collect();
+                let owned = inverse_iter.next().map(|(_, o)| o).unwrap_or_default();
+                let slot = &mut self.nodes[ni];
+                record(
+                    &mut self.groups,
+                    &counted,
+                    &owned,
+                    &slot.reqs,
+                    &slot.taints,
+                    &mut slot.host_counts,
+                    &self.values,
+                    None,
+                );
+            }
+        }
+        for (gi, g) in self.groups.iter().enumerate() {
+            if g.hostname && g.id.kind == GroupKind::AntiAffinity {
+                self.anti_free.insert(gi as u32, BTreeSet::new());
+            }
+        }
+        // Domains per topology key.
+        let keys: HashSet<u32> = self
+            .groups
+            .iter()
+            .filter(|g| !g.hostname)
+            .map(|g| g.id.key)
+            .collect();
+        for key in keys {
+            // Each source of domains (a NodePool's possible nodes, an existing
+            // node) with the taints and labels its nodes carry, like
+            // Karpenter's TopologyDomainGroup.
+            let mut sources: Vec<DomainSource> = Vec::new();
+            for pool in &self.pools {
+                let mut domains = Vec::new();
+                let pool_set = pool.reqs.get(key);
+                for &t in &pool.base_options {
+                    if let Some(r) = pool.types[t as usize].reqs.get(key)
+                        && !r.set.is_complement()
+                    {
+                        for v in r.set.values() {
+                            if pool_set
+                                .is_none_or(|p| p.set.has(v, &|x: &u32| self.values.number(*x)))
+                            {
+                                domains.push(*v);
+                            }
+                        }
+                    }
+                }
+                if let Some(p) = pool_set
+                    && !p.set.is_complement()
+                    && pool
+                        .base_options
+                        .iter()
+                        .all(|t| pool.types[*t as usize].reqs.get(key).is_none())
+                {
+                    domains.extend(p.set.values().iter().copied());
+                }
+                sources.push(DomainSource {
+                    domains,
+                    taints: &pool.taints,
+                    reqs: &pool.reqs,
+                    pool: true,
+                });
+            }
+            for node in &self.nodes {
+                if let Some(r) = node.reqs.get(key) {
+                    sources.push(DomainSource {
+                        domains: r.set.values().to_vec(),
+                        taints: &node.taints,
+                        reqs: &node.reqs,
+                        pool: false,
+                    });
+                }
+            }
+            let domains: HashSet<u32> = sources.iter().flat_map(|s| &s.domains).copied().collect();
+            // A spread honouring node affinity or taints spreads over the
+            // domains of the NodePools and nodes its filter admits only. A
+            // NodePool leaves well-known labels to its instance types.
+            let well_known = &self.well_known;
+            let values = &self.values;
+            for group in self.groups.iter_mut().filter(|g| {
+                g.id.key == key
+                    && matches!(g.id.kind, GroupKind::Spread { .. })
+                    && !g.id.filter.is_empty()
+            }) {
+                let filter = &group.id.filter;
+                let eligible = sources
+                    .iter()
+                    .filter(|s| {
+                        filter.admits_taints(s.taints)
+                            && filter
+                                .admits_reqs(s.reqs, values, |k| s.pool && well_known.contains(&k))
+                    })
+                    .flat_map(|s| &s.domains)
+                    .copied()
+                    .collect();
+                group.eligible_domains = Some(eligible);
+            }
+            let mut sorted: Vec<u32> = domains.into_iter().collect();
+            sorted.sort_by(|a, b| self.values.name(*a).cmp(self.values.name(*b)));
+            self.universe.insert(key, sorted);
+        }
+    }
+}
+
+/// Where topology domains come from: a NodePool's possible nodes or an
+/// existing node, with what a spread's node filter looks at.
+struct DomainSource<'s> {
+    domains: Vec<u32>,
+    taints: &'s [Taint],
+    reqs: &'s Reqs,
+    /// A NodePool (its well-known labels are decided by the instance type).
+    pool: bool,
+}

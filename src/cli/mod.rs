@@ -4,6 +4,7 @@ mod catalog;
 mod controller;
 mod crds;
 mod filter;
+mod sandbox;
 mod simulate;
 mod table;
 
@@ -34,6 +35,9 @@ enum Command {
     /// Run one provisioning round on YAML manifests or a cluster snapshot
     /// (`-` reads standard input) and print the plan.
     Simulate(simulate::SimulateArgs),
+    /// Run a whole cluster on this machine (API server, simulated kubelet and
+    /// cloud, the controllers) for kubectl, until Ctrl-C.
+    Sandbox(sandbox::SandboxArgs),
     /// Test an extension component against the catalog, inspect one before
     /// pinning it, or scaffold a new one.
     Filter(filter::FilterArgs),
@@ -50,6 +54,7 @@ pub fn main() -> ExitCode {
         Command::Controller(args) => controller::run(&args),
         Command::Crds(args) => crds::run(&args),
         Command::Simulate(args) => simulate::run(&args),
+        Command::Sandbox(args) => sandbox::run(&args),
         Command::Filter(args) => filter::run(args),
     };
     match result {

@@ -334,7 +334,9 @@ fn typed<T: DeserializeOwned>(location: &str, value: Value) -> Result<T, Manifes
     })
 }
 
-fn collect_files(path: &Path, out: &mut Vec<PathBuf>) -> Result<(), ManifestError> {
+/// Every `.yaml`/`.yml` file at `path` (a file is taken as it is; directories
+/// recursively, in name order).
+pub(crate) fn collect_files(path: &Path, out: &mut Vec<PathBuf>) -> Result<(), ManifestError> {
     let io = |source| ManifestError::Io {
         path: path.to_path_buf(),
         source,

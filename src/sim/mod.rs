@@ -7,10 +7,13 @@
 //! which `crate::cluster` turns into the scheduler's input (each NodePool's
 //! instance types from the instance-type provider, through its class's
 //! extensions); the resulting NodeClaims are reported instead of launched.
+//!
+//! [`sandbox`]: `nodewright sandbox`, a whole cluster on one machine.
 
 pub mod apiserver;
 pub mod manifests;
 pub mod plan;
+pub mod sandbox;
 pub mod workloads;
 
 use std::collections::{BTreeMap, BTreeSet};

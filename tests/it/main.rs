@@ -22,6 +22,8 @@ mod nodepool;
 mod operator;
 mod pricing;
 mod provisioning;
+mod sandbox;
+mod sandbox_kubectl;
 mod simulate;
 mod snapshot;
 mod support;

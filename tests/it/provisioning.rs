@@ -237,3 +237,92 @@ async fn the_nodepool_cpu_limit_counts_what_is_in_flight() {
     assert_eq!(claims(&cluster.server).len(), before);
     cluster.driver.abort();
 }
+
+#[tokio::test]
+async fn pods_still_pending_are_tried_again_without_changing() {
+    // The pool is not ready when the first round runs; it becomes ready
+    // later, which changes no pod: the periodic requeue provisions for them.
+    let cluster = cluster(&[pod("web-0", "1", true)]).await;
+    let client = cluster.server.client();
+    let pools: Api<NodePool> = Api::all(client.clone());
+    let not_ready = json!({"status": {"conditions": [{"type": "Ready", "status": "False",
+        "reason": "NotReady", "message": "waiting", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}});
+    pools
+        .patch_status(
+            "general",
+            &PatchParams::default(),
+            &Patch::Merge(&not_ready),
+        )
+        .await
+        .unwrap();
+    for _ in 0..500 {
+        let seen = cluster
+            .state
+            .node_pools
+            .all()
+            .iter()
+            .any(|p| p.status.is_some());
+        if seen {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let settings = ProvisioningSettings {
+        batch: nodewright::controllers::provisioning::BatchWindows {
+            idle: std::time::Duration::from_millis(10),
+            max: std::time::Duration::from_millis(100),
+        },
+        requeue: std::time::Duration::from_millis(100),
+        ..ProvisioningSettings::default()
+    };
+    let provisioner = Arc::new(Provisioner::new(
+        client.clone(),
+        cluster.state.clone(),
+        Arc::new(InstanceTypeProvider::new(
+            Arc::new(Catalog::embedded("us-east-1").unwrap()),
+            Arc::new(Extensions::new(HostConfig::default()).unwrap()),
+            Arc::default(),
+        )),
+        settings,
+        Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: "nodewright".to_string(),
+                instance: None,
+            },
+        ),
+    ));
+    let running = tokio::spawn(provisioner.run());
+    // A round while the pool is not ready leaves the pod unplaced.
+    for _ in 0..500 {
+        let refused = cluster
+            .server
+            .objects("events.k8s.io", "events")
+            .iter()
+            .any(|e| e["regarding"]["name"] == "web-0" && e["reason"] == "FailedScheduling");
+        if refused {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(claims(&cluster.server).is_empty());
+    let ready = json!({"status": {"conditions": [{"type": "Ready", "status": "True",
+        "reason": "Ready", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}});
+    pools
+        .patch_status("general", &PatchParams::default(), &Patch::Merge(&ready))
+        .await
+        .unwrap();
+    for _ in 0..500 {
+        if !claims(&cluster.server).is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        claims(&cluster.server).len(),
+        1,
+        "the pending pod was tried again"
+    );
+    running.abort();
+    cluster.driver.abort();
+}

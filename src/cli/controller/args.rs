@@ -312,6 +312,7 @@ impl ControllerArgs {
                     },
                     ..SchedulerOptions::default()
                 },
+                ..ProvisioningSettings::default()
             },
             leader_election: self.leader_elect.then_some(lease),
             metrics_addr: any(self.metrics_port),

@@ -37,12 +37,27 @@ const CREATE_CONCURRENCY: usize = 16;
 const MAX_NOTE_BYTES: usize = 1024;
 
 /// How provisioning behaves.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ProvisioningSettings {
     /// The batch windows.
     pub batch: BatchWindows,
     /// Scheduler options (preference policy, min-values policy, options kept per claim).
     pub scheduler: SchedulerOptions,
+    /// How often pods that are still provisionable trigger a round without
+    /// changing (Karpenter requeues each such pod every 10 seconds), so a
+    /// pod a round could not place is tried again once, say, its NodePool
+    /// becomes ready.
+    pub requeue: Duration,
+}
+
+impl Default for ProvisioningSettings {
+    fn default() -> Self {
+        ProvisioningSettings {
+            batch: BatchWindows::default(),
+            scheduler: SchedulerOptions::default(),
+            requeue: Duration::from_secs(10),
+        }
+    }
 }
 
 impl ProvisioningSettings {
@@ -99,7 +114,8 @@ impl Provisioner {
     }
 
     /// Runs until the pod feed ends: every provisionable pod change triggers
-    /// the batcher, every closed batch runs one round.
+    /// the batcher, and so does every [`ProvisioningSettings::requeue`]
+    /// while a pod stays provisionable; every closed batch runs one round.
     pub async fn run(self: Arc<Self>) {
         let feeder = {
             let this = self.clone();
@@ -109,6 +125,19 @@ impl Provisioner {
                     if is_provisionable(&pod) {
                         this.batcher.trigger();
                     }
+                }
+            }
+        };
+        let requeue = async {
+            // Not waiting for the first lists here: waiters of a store's
+            // readiness must not be concurrent (only the last one is woken).
+            let mut every = tokio::time::interval(self.settings.requeue);
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            every.tick().await;
+            loop {
+                every.tick().await;
+                if self.state.pods.all().iter().any(|p| is_provisionable(p)) {
+                    self.batcher.trigger();
                 }
             }
         };
@@ -139,6 +168,7 @@ impl Provisioner {
         };
         tokio::select! {
             _ = feeder => {}
+            _ = requeue => {}
             _ = rounds => {}
         }
     }

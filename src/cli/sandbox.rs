@@ -1,0 +1,258 @@
+//! `nodewright sandbox`: a whole cluster on one machine, until Ctrl-C or SIGTERM.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+
+use super::{CliError, emit};
+use crate::apis::duration::parse_go_duration;
+use crate::sim::sandbox::log::{self, LogFormat};
+use crate::sim::sandbox::{CloudChoice, KUBECONFIG_MARKER, Sandbox, SandboxSettings, kubeconfig};
+
+/// Arguments of `nodewright sandbox`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Prints `export KUBECONFIG=…` once the manifests are applied; use kubectl \
+against it. What runs: the API server double (a test double of \
+kube-apiserver: no authentication, everything in memory), a simulated \
+kubelet (a launched instance becomes a Node after --register-delay, Ready \
+one second later, startup taints removed a second after that), a binder \
+standing in for kube-scheduler, and nodewright's controllers as \
+`nodewright controller` runs them (provisioning, NodeClaim lifecycle, node \
+termination and drain, garbage collection, NodePool status, /metrics on a \
+loopback port it logs) with a simulated EC2NodeClass status. Logs go to stderr (RUST_LOG sets the filter). Ctrl-C or SIGTERM \
+stops everything and removes the kubeconfig.")]
+pub struct SandboxArgs {
+    /// YAML files or directories to apply at start (multi-document files and
+    /// `kind: List` too; CRDs and Namespaces first, then file order). A
+    /// namespace a manifest uses is created if no manifest creates it.
+    #[arg(value_name = "FILE_OR_DIR")]
+    paths: Vec<PathBuf>,
+    /// Address the API server listens on: loopback only (it has no
+    /// authentication). Port 0 picks a free port.
+    #[arg(long, default_value = "127.0.0.1:0", value_name = "ADDRESS:PORT", value_parser = parse_listen)]
+    listen: SocketAddr,
+    /// Where to write the kubeconfig for kubectl; an existing file is only
+    /// overwritten if the sandbox wrote it. Removed when the sandbox stops.
+    #[arg(long, default_value = "sandbox.kubeconfig", value_name = "PATH")]
+    kubeconfig: PathBuf,
+    /// Where instances are launched: `simulated` (in memory, from the
+    /// embedded catalog) or `aws` (not available in the sandbox yet; the command says what
+    /// is missing).
+    #[arg(long, value_enum, default_value_t = CloudProviderArg::Simulated)]
+    cloud_provider: CloudProviderArg,
+    /// AWS region: its embedded catalog gives the instance types, zones and
+    /// prices (us-east-1 or us-west-2).
+    #[arg(long, default_value = "us-east-1")]
+    region: String,
+    /// How long a simulated launch takes (Go duration: 500ms, 2s, 1m).
+    #[arg(long, default_value = "2s", value_name = "DURATION", value_parser = parse_delay)]
+    launch_delay: Duration,
+    /// From an instance's launch to its Node's registration; the node turns
+    /// Ready min(this, 1s) later, and loses its startup taints as long after that.
+    #[arg(long, default_value = "3s", value_name = "DURATION", value_parser = parse_delay)]
+    register_delay: Duration,
+    /// Log lines on stderr: readable text, or one JSON object per line.
+    #[arg(long, value_enum, default_value_t = LogFormatArg::Text)]
+    log_format: LogFormatArg,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum CloudProviderArg {
+    /// In memory: instances of the embedded catalog's types.
+    Simulated,
+    /// EC2 through the AWS SDK (real AWS, or moto via AWS_ENDPOINT_URL).
+    Aws,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum LogFormatArg {
+    /// Readable lines with the time since start.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+fn parse_delay(text: &str) -> Result<Duration, String> {
+    parse_go_duration(text).map_err(|e| format!("{e} (use a Go duration such as 500ms, 2s or 1m)"))
+}
+
+/// An `ADDRESS:PORT`; `localhost:PORT` is 127.0.0.1.
+fn parse_listen(text: &str) -> Result<SocketAddr, String> {
+    let text = match text.strip_prefix("localhost:") {
+        Some(port) => format!("127.0.0.1:{port}"),
+        None => text.to_string(),
+    };
+    text.parse().map_err(|_| {
+        format!(
+            "{text:?} is not ADDRESS:PORT (e.g. 127.0.0.1:6443, or 127.0.0.1:0 for a free port)"
+        )
+    })
+}
+
+impl SandboxArgs {
+    fn settings(&self) -> SandboxSettings {
+        SandboxSettings {
+            listen: self.listen,
+            manifests: self.paths.clone(),
+            cloud: match self.cloud_provider {
+                CloudProviderArg::Simulated => CloudChoice::Simulated,
+                CloudProviderArg::Aws => CloudChoice::Aws,
+            },
+            region: self.region.clone(),
+            launch_delay: self.launch_delay,
+            ..SandboxSettings::default()
+        }
+        .with_register_delay(self.register_delay)
+    }
+}
+
+/// Runs the sandbox until Ctrl-C or SIGTERM.
+pub fn run(args: &SandboxArgs) -> Result<(), CliError> {
+    log::init(match args.log_format {
+        LogFormatArg::Text => LogFormat::Text,
+        LogFormatArg::Json => LogFormat::Json,
+    });
+    let path = std::path::absolute(&args.kubeconfig)
+        .map_err(|e| format!("--kubeconfig {}: {e}", args.kubeconfig.display()))?;
+    refuse_foreign_kubeconfig(&path)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let sandbox = Sandbox::start(args.settings()).await?;
+        if let Err(e) = std::fs::write(&path, kubeconfig(&sandbox.url())) {
+            sandbox.stop().await;
+            return Err(format!("--kubeconfig {}: {e}", path.display()).into());
+        }
+        emit(&format!("export KUBECONFIG={}\n", shell_quoted(&path)))?;
+        let stopped = stop_signal().await;
+        tracing::info!(signal = stopped, "stopping");
+        sandbox.stop().await;
+        let _ = std::fs::remove_file(&path);
+        Ok(())
+    })
+}
+
+/// Refuses to overwrite a file at `path` that the sandbox did not write
+/// (a user's `~/.kube/config`, say).
+fn refuse_foreign_kubeconfig(path: &Path) -> Result<(), CliError> {
+    match std::fs::read_to_string(path) {
+        Ok(text) if !text.starts_with(KUBECONFIG_MARKER) => Err(format!(
+            "--kubeconfig {}: the file exists and was not written by the sandbox; pass another path or remove it",
+            path.display()
+        )
+        .into()),
+        _ => Ok(()),
+    }
+}
+
+/// `path` as one shell word.
+fn shell_quoted(path: &Path) -> String {
+    let text = path.display().to_string();
+    let plain = text
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "/._-+:@%,".contains(c));
+    if plain {
+        text
+    } else {
+        format!("'{}'", text.replace('\'', r"'\''"))
+    }
+}
+
+/// Waits for Ctrl-C or SIGTERM; says which.
+async fn stop_signal() -> &'static str {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut terminate) => tokio::select! {
+                _ = tokio::signal::ctrl_c() => "interrupt",
+                _ = terminate.recv() => "terminate",
+            },
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+                "interrupt"
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+        "interrupt"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        args: SandboxArgs,
+    }
+
+    fn args(flags: &[&str]) -> Result<SandboxArgs, clap::Error> {
+        let mut argv = vec!["sandbox"];
+        argv.extend_from_slice(flags);
+        Wrapper::try_parse_from(argv).map(|w| w.args)
+    }
+
+    #[test]
+    fn flags_become_settings() {
+        let settings = args(&[
+            "examples/quickstart",
+            "--listen",
+            "localhost:6443",
+            "--launch-delay",
+            "500ms",
+            "--register-delay",
+            "0s",
+        ])
+        .unwrap()
+        .settings();
+        assert_eq!(settings.listen, "127.0.0.1:6443".parse().unwrap());
+        assert_eq!(settings.launch_delay, Duration::from_millis(500));
+        assert_eq!(settings.register_delay, Duration::ZERO);
+        assert_eq!(settings.ready_delay, Duration::ZERO);
+        assert_eq!(settings.manifests, [PathBuf::from("examples/quickstart")]);
+
+        let defaults = args(&[]).unwrap().settings();
+        assert_eq!(defaults.register_delay, Duration::from_secs(3));
+        assert_eq!(defaults.ready_delay, Duration::from_secs(1));
+        assert_eq!(defaults.cloud, CloudChoice::Simulated);
+    }
+
+    #[test]
+    fn bad_flags_say_what_to_write() {
+        let delay = args(&["--register-delay", "3"]).unwrap_err().to_string();
+        assert!(delay.contains("Go duration"), "{delay}");
+        let listen = args(&["--listen", "6443"]).unwrap_err().to_string();
+        assert!(listen.contains("ADDRESS:PORT"), "{listen}");
+    }
+
+    #[test]
+    fn a_kubeconfig_the_sandbox_did_not_write_is_kept() {
+        let dir =
+            std::env::temp_dir().join(format!("nodewright-sandbox-cli-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let theirs = dir.join("config");
+        std::fs::write(&theirs, "apiVersion: v1\nkind: Config\n").unwrap();
+        let error = refuse_foreign_kubeconfig(&theirs).unwrap_err().to_string();
+        assert!(error.contains("not written by the sandbox"), "{error}");
+        let ours = dir.join("sandbox.kubeconfig");
+        std::fs::write(&ours, kubeconfig("http://127.0.0.1:1")).unwrap();
+        refuse_foreign_kubeconfig(&ours).unwrap();
+        refuse_foreign_kubeconfig(&dir.join("absent")).unwrap();
+        assert_eq!(shell_quoted(Path::new("/tmp/a b")), "'/tmp/a b'");
+        assert_eq!(
+            shell_quoted(Path::new("/tmp/sandbox.kubeconfig")),
+            "/tmp/sandbox.kubeconfig"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

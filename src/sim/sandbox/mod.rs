@@ -1,0 +1,384 @@
+//! `nodewright sandbox`: a whole cluster on one machine, to try nodewright
+//! without one. The API server double ([`crate::sim::apiserver`], a test
+//! double) is served on loopback so `kubectl` works against it; stand-ins
+//! do what the rest of a cluster would:
+//!
+//! - [`kubelet`]: every instance the cloud provider launched registers a
+//!   Node, which turns `Ready` and loses its startup taints; a Node whose
+//!   instance is gone is deleted;
+//! - [`binder`]: kube-scheduler's part — pending pods are bound to the
+//!   nodes they fit on (by nodewright's own scheduler) and started, and
+//!   pods that fit nowhere are marked `Unschedulable`;
+//! - [`node_class`]: the EC2NodeClass status, simulated, while the cloud
+//!   is simulated;
+//!
+//! and nodewright's controllers run as `nodewright controller` runs them
+//! (the same [`Operator`]: provisioning, the NodeClaim lifecycle, node
+//! termination and drain, garbage collection, NodePool status, metrics),
+//! with the simulated cloud provider. [`apply`] applies the manifests the
+//! sandbox is started with; [`log`] prints what happens.
+
+pub mod apply;
+pub mod binder;
+pub mod kubelet;
+pub mod log;
+pub mod node;
+pub mod node_class;
+pub mod pod_status;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::runtime::events::{Recorder, Reporter};
+use nodewright_host::{HostConfig, HostError};
+use tokio::task::{JoinHandle, JoinSet};
+
+use crate::aws::catalog::{Catalog, CatalogError};
+use crate::aws::instance_types::InstanceTypeProvider;
+use crate::cloudprovider::simulated::{SimulatedCloudProvider, SimulatedSettings};
+use crate::cloudprovider::{CloudProvider, UnavailableOfferings};
+use crate::cluster::ClusterState;
+use crate::controllers::provisioning::{BatchWindows, ProvisioningSettings};
+use crate::extensions::Extensions;
+use crate::operator::{Endpoints, Operator, OperatorSettings};
+use crate::sim::apiserver::ApiServer;
+
+pub use apply::{Applied, ApplyError};
+pub use binder::Binder;
+pub use kubelet::{Kubelet, KubeletSettings};
+
+/// The Kubernetes version the sandbox's API server reports.
+pub const KUBERNETES_VERSION: (&str, &str) = ("1", "34");
+
+/// Which cloud the sandbox launches instances in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CloudChoice {
+    /// In memory: instances of the embedded catalog's types, nothing leaves the process.
+    Simulated,
+    /// EC2 through the AWS SDK (real AWS, or moto through `AWS_ENDPOINT_URL`).
+    Aws,
+}
+
+/// How the sandbox runs.
+#[derive(Debug, Clone)]
+pub struct SandboxSettings {
+    /// Where the API server listens; loopback only. Port 0 picks a free port.
+    pub listen: SocketAddr,
+    /// YAML files or directories applied at start.
+    pub manifests: Vec<PathBuf>,
+    /// The cloud provider.
+    pub cloud: CloudChoice,
+    /// The region (its embedded catalog).
+    pub region: String,
+    /// How long a simulated launch takes.
+    pub launch_delay: Duration,
+    /// From launch to the Node's registration.
+    pub register_delay: Duration,
+    /// From registration to `Ready`.
+    pub ready_delay: Duration,
+    /// From `Ready` to the startup taints' removal.
+    pub startup_taint_delay: Duration,
+    /// How often the simulated kubelet lists the cloud's instances.
+    pub kubelet_poll: Duration,
+    /// The provisioner's batch windows.
+    pub batch: BatchWindows,
+}
+
+impl Default for SandboxSettings {
+    /// What `nodewright sandbox` runs with when no flag is given.
+    fn default() -> Self {
+        SandboxSettings {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            manifests: Vec::new(),
+            cloud: CloudChoice::Simulated,
+            region: "us-east-1".to_string(),
+            launch_delay: Duration::from_secs(2),
+            register_delay: Duration::from_secs(3),
+            ready_delay: Duration::from_secs(1),
+            startup_taint_delay: Duration::from_secs(1),
+            kubelet_poll: Duration::from_millis(200),
+            batch: BatchWindows::default(),
+        }
+    }
+}
+
+impl SandboxSettings {
+    /// Sets the register delay, and the ready and startup-taint delays
+    /// after it to the same, at most one second each.
+    pub fn with_register_delay(mut self, delay: Duration) -> Self {
+        self.register_delay = delay;
+        self.ready_delay = delay.min(Duration::from_secs(1));
+        self.startup_taint_delay = self.ready_delay;
+        self
+    }
+}
+
+/// Why the sandbox could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    /// `--listen` names an address other machines could reach.
+    #[error(
+        "--listen {0}: the sandbox's API server has no authentication, so it listens on loopback only; use 127.0.0.1:PORT or [::1]:PORT"
+    )]
+    NotLoopback(SocketAddr),
+    /// The address could not be bound.
+    #[error("--listen {address}: {source}")]
+    Bind {
+        /// The address.
+        address: SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The AWS cloud provider is not wired into the sandbox yet.
+    #[error(
+        "--cloud-provider aws is not available in the sandbox yet: the sandbox does not wire the AWS cloud provider and the EC2NodeClass controller to its API server; use --cloud-provider simulated here, or `nodewright controller --cloud-provider aws` against a cluster"
+    )]
+    AwsNotAvailable,
+    /// The region has no embedded catalog.
+    #[error("--region: {0}")]
+    Catalog(#[from] CatalogError),
+    /// The extension host could not start.
+    #[error(transparent)]
+    Host(#[from] HostError),
+    /// A manifest could not be read or was refused.
+    #[error(transparent)]
+    Apply(#[from] ApplyError),
+}
+
+/// A running sandbox. [`Sandbox::stop`] ends every task it started and
+/// closes its listener.
+pub struct Sandbox {
+    server: ApiServer,
+    address: SocketAddr,
+    cloud: Arc<SimulatedCloudProvider>,
+    state: Arc<ClusterState>,
+    applied: Vec<Applied>,
+    serving: JoinHandle<std::io::Result<()>>,
+    tasks: JoinSet<()>,
+}
+
+impl Sandbox {
+    /// Serves the API server, applies the manifests and starts the
+    /// stand-ins and the controllers.
+    pub async fn start(settings: SandboxSettings) -> Result<Sandbox, SandboxError> {
+        if !settings.listen.ip().is_loopback() {
+            return Err(SandboxError::NotLoopback(settings.listen));
+        }
+        if settings.cloud == CloudChoice::Aws {
+            return Err(SandboxError::AwsNotAvailable);
+        }
+        let catalog = Arc::new(Catalog::embedded(&settings.region)?);
+        let documents = apply::read(&settings.manifests)?;
+
+        let (major, minor) = KUBERNETES_VERSION;
+        let server = ApiServer::builder()
+            .kubernetes_version(major, minor)
+            .build();
+        let listener = tokio::net::TcpListener::bind(settings.listen)
+            .await
+            .map_err(|source| SandboxError::Bind {
+                address: settings.listen,
+                source,
+            })?;
+        let address = listener.local_addr().map_err(|source| SandboxError::Bind {
+            address: settings.listen,
+            source,
+        })?;
+        let serving = tokio::spawn(server.clone().serve(listener));
+        let client = server.client();
+        let applied = match apply::apply(&client, documents).await {
+            Ok(applied) => applied,
+            Err(error) => {
+                serving.abort();
+                let _ = serving.await;
+                return Err(error.into());
+            }
+        };
+        for object in &applied {
+            tracing::info!(kind = %object.kind, name = %object.name, from = %object.origin, "applied");
+        }
+
+        let extensions = Arc::new(Extensions::new(HostConfig::default())?);
+        let unavailable = Arc::new(UnavailableOfferings::default());
+        let zones: Vec<String> = catalog.zones().into_iter().map(str::to_string).collect();
+        let instance_types = Arc::new(InstanceTypeProvider::new(
+            catalog,
+            extensions,
+            unavailable.clone(),
+        ));
+        let cloud = Arc::new(SimulatedCloudProvider::new(
+            instance_types.clone(),
+            unavailable,
+            SimulatedSettings {
+                launch_delay: settings.launch_delay,
+                ..SimulatedSettings::default()
+            },
+        ));
+        let mut tasks = JoinSet::new();
+        let (state, driver) = ClusterState::start(client.clone());
+        tasks.spawn(driver);
+        // Waited for here, once, before anything else waits for it: a
+        // store's readiness wakes only the last of several concurrent
+        // waiters, so the tasks below find it done.
+        state.synced().await;
+        let recorder = |controller: &str| {
+            Recorder::new(
+                client.clone(),
+                Reporter {
+                    controller: controller.to_string(),
+                    instance: None,
+                },
+            )
+        };
+        let kubernetes_version = format!("{major}.{minor}");
+
+        // nodewright itself, as `nodewright controller` runs it: every
+        // controller, one replica (no lease), endpoints on loopback. It
+        // keeps its own view of the cluster, as the separate process it is
+        // in a real cluster.
+        let operator = Operator {
+            client: client.clone(),
+            instance_types: instance_types.clone(),
+            cloud: Some(cloud.clone() as Arc<dyn CloudProvider>),
+            node_classes: None,
+            settings: OperatorSettings {
+                provisioning: ProvisioningSettings {
+                    batch: settings.batch,
+                    ..ProvisioningSettings::default()
+                },
+                leader_election: None,
+                metrics_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+                health_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            },
+        };
+        tasks.spawn(async move {
+            let serving = |endpoints: Endpoints| {
+                tracing::info!(metrics = %format!("http://{}/metrics", endpoints.metrics), "nodewright's controllers running");
+            };
+            if let Err(error) = operator.run(std::future::pending(), serving).await {
+                tracing::error!(%error, "nodewright's controllers stopped");
+            }
+        });
+        tasks.spawn(
+            node_class::SimulatedNodeClasses::new(
+                client.clone(),
+                state.clone(),
+                instance_types.clone(),
+                kubernetes_version.clone(),
+            )
+            .run(),
+        );
+        tasks.spawn(
+            Kubelet::new(
+                client.clone(),
+                state.clone(),
+                cloud.clone(),
+                KubeletSettings {
+                    register_delay: settings.register_delay,
+                    ready_delay: settings.ready_delay,
+                    startup_taint_delay: settings.startup_taint_delay,
+                    poll: settings.kubelet_poll,
+                    region: settings.region.clone(),
+                    zones,
+                    kubernetes_version,
+                },
+            )
+            .run(),
+        );
+        let binder = Arc::new(Binder::new(
+            client.clone(),
+            state.clone(),
+            instance_types,
+            recorder("default-scheduler"),
+        ));
+        tasks.spawn(binder.run());
+        tracing::info!(
+            url = %format!("http://{address}"),
+            cloud = "simulated",
+            region = %settings.region,
+            "sandbox running"
+        );
+        Ok(Sandbox {
+            server,
+            address,
+            cloud,
+            state,
+            applied,
+            serving,
+            tasks,
+        })
+    }
+
+    /// Where the API server listens.
+    pub fn address(&self) -> SocketAddr {
+        self.address
+    }
+
+    /// The API server's URL (`http://127.0.0.1:PORT`).
+    pub fn url(&self) -> String {
+        format!("http://{}", self.address)
+    }
+
+    /// A client talking to the API server in process.
+    pub fn client(&self) -> kube::Client {
+        self.server.client()
+    }
+
+    /// The API server double.
+    pub fn server(&self) -> &ApiServer {
+        &self.server
+    }
+
+    /// The simulated cloud: to inject capacity errors or terminate
+    /// instances behind the controllers' back.
+    pub fn cloud(&self) -> &Arc<SimulatedCloudProvider> {
+        &self.cloud
+    }
+
+    /// The cluster state the controllers share.
+    pub fn state(&self) -> &Arc<ClusterState> {
+        &self.state
+    }
+
+    /// What was applied at start, in order.
+    pub fn applied(&self) -> &[Applied] {
+        &self.applied
+    }
+
+    /// A kubeconfig for the sandbox.
+    pub fn kubeconfig(&self) -> String {
+        kubeconfig(&self.url())
+    }
+
+    /// Stops every controller and stand-in and closes the listener (open
+    /// connections close with the runtime).
+    pub async fn stop(mut self) {
+        self.tasks.shutdown().await;
+        self.serving.abort();
+        let _ = (&mut self.serving).await;
+        tracing::info!("sandbox stopped");
+    }
+}
+
+/// The first line of every kubeconfig the sandbox writes, so it can tell
+/// its own from a user's.
+pub const KUBECONFIG_MARKER: &str = "# Written by `nodewright sandbox`";
+
+/// A kubeconfig whose one context points at `url`, without credentials.
+pub fn kubeconfig(url: &str) -> String {
+    format!(
+        "{KUBECONFIG_MARKER}; removed when it stops.\n\
+         apiVersion: v1\n\
+         kind: Config\n\
+         clusters:\n\
+         - name: nodewright-sandbox\n  cluster: {{server: '{url}'}}\n\
+         users:\n\
+         - name: nodewright-sandbox\n  user: {{}}\n\
+         contexts:\n\
+         - name: nodewright-sandbox\n  context: {{cluster: nodewright-sandbox, user: nodewright-sandbox}}\n\
+         current-context: nodewright-sandbox\n"
+    )
+}

@@ -1,0 +1,474 @@
+//! The sandbox in process with the simulated cloud and no delays: manifests
+//! applied at start become NodeClaims, instances, Nodes (registered, Ready,
+//! initialized) and Running pods, checked through `kube::Api`; the binder
+//! never binds to a cordoned node; bad input names the file and field.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use nodewright::apis::{EC2NodeClass, NodeClaim, NodePool};
+use nodewright::controllers::provisioning::BatchWindows;
+use nodewright::sim::sandbox::{CloudChoice, Sandbox, SandboxError, SandboxSettings};
+use serde_json::json;
+
+const POOL: &str = r#"
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: general}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      startupTaints: [{key: agent.example.com/starting, effect: NoSchedule}]
+      requirements:
+      - {key: karpenter.k8s.aws/instance-family, operator: In, values: [m5]}
+      - {key: karpenter.k8s.aws/instance-size, operator: In, values: [large]}
+      - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+"#;
+
+const CLASS: &str = r#"
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: default}
+spec:
+  role: NodeRole
+  amiSelectorTerms: [{alias: al2023@latest}]
+  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
+  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
+"#;
+
+fn deployment(name: &str, replicas: i32, cpu: &str) -> String {
+    format!(
+        r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: {name}}}
+spec:
+  replicas: {replicas}
+  selector: {{matchLabels: {{app: {name}}}}}
+  template:
+    metadata: {{labels: {{app: {name}}}}}
+    spec:
+      containers:
+      - name: app
+        image: public.ecr.aws/nginx/nginx:1.27
+        resources: {{requests: {{cpu: "{cpu}", memory: 1Gi}}}}
+"#
+    )
+}
+
+/// A directory with `files`, removed when dropped.
+struct Manifests(PathBuf);
+
+impl Manifests {
+    fn new(name: &str, files: &[(&str, &str)]) -> Self {
+        let dir =
+            std::env::temp_dir().join(format!("nodewright-sandbox-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        for (file, text) in files {
+            std::fs::write(dir.join(file), text).unwrap();
+        }
+        Manifests(dir)
+    }
+}
+
+impl Drop for Manifests {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn fast(manifests: &Manifests) -> SandboxSettings {
+    // NODEWRIGHT_TEST_LOG=1 prints what the sandboxes do (to stderr, uncaptured).
+    if std::env::var_os("NODEWRIGHT_TEST_LOG").is_some() {
+        nodewright::sim::sandbox::log::init(nodewright::sim::sandbox::log::LogFormat::Text);
+    }
+    SandboxSettings {
+        manifests: vec![manifests.0.clone()],
+        launch_delay: Duration::ZERO,
+        kubelet_poll: Duration::from_millis(50),
+        batch: BatchWindows {
+            idle: Duration::from_millis(100),
+            max: Duration::from_secs(1),
+        },
+        ..SandboxSettings::default()
+    }
+    .with_register_delay(Duration::ZERO)
+}
+
+/// Polls `check` until it returns `Some`, for at most a minute.
+async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(found) = check().await {
+            return found;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn running(pod: &Pod) -> bool {
+    pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+}
+
+fn condition_true(conditions: Option<&Vec<nodewright::apis::Condition>>, type_: &str) -> bool {
+    conditions
+        .into_iter()
+        .flatten()
+        .any(|c| c.type_ == type_ && c.is_true())
+}
+
+async fn running_pods(api: &Api<Pod>, app: &str, count: usize) -> Vec<Pod> {
+    eventually(&format!("{count} {app} pods Running"), || async {
+        let pods = api
+            .list(&ListParams::default().labels(&format!("app={app}")))
+            .await
+            .unwrap()
+            .items;
+        (pods.len() == count && pods.iter().all(running)).then_some(pods)
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deployment_gets_nodes_and_its_pods_run() {
+    let manifests = Manifests::new(
+        "e2e",
+        &[
+            ("1-pool.yaml", POOL),
+            ("2-class.yaml", CLASS),
+            ("3-web.yaml", &deployment("web", 3, "500m")),
+        ],
+    );
+    let sandbox = Sandbox::start(fast(&manifests)).await.unwrap();
+    let kinds: Vec<&str> = sandbox.applied().iter().map(|a| a.kind.as_str()).collect();
+    assert_eq!(kinds, ["NodePool", "EC2NodeClass", "Deployment"]);
+    let client = sandbox.client();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let web = running_pods(&pods, "web", 3).await;
+
+    // The NodeClaim controller marks claims initialized as their nodes come
+    // up; pods may bind a moment before it has written that.
+    let (nodes, claims) = eventually("every NodeClaim Ready", || async {
+        let nodes = Api::<Node>::all(client.clone())
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items;
+        let claims = Api::<NodeClaim>::all(client.clone())
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items;
+        let ready = claims.iter().all(|c| {
+            condition_true(
+                c.status.as_ref().and_then(|s| s.conditions.as_ref()),
+                "Ready",
+            )
+        });
+        (ready && !claims.is_empty()).then_some((nodes, claims))
+    })
+    .await;
+    assert!(!nodes.is_empty());
+    assert_eq!(nodes.len(), claims.len(), "one node per NodeClaim");
+    let name = regex::Regex::new(r"^ip-10-0-\d{1,3}-\d{1,3}\.ec2\.internal$").unwrap();
+    for pod in &web {
+        let spec = pod.spec.as_ref().unwrap();
+        let node_name = spec.node_name.as_deref().expect("bound");
+        let node = nodes
+            .iter()
+            .find(|n| n.metadata.name.as_deref() == Some(node_name))
+            .expect("bound to a node that exists");
+        assert!(name.is_match(node_name), "{node_name}");
+        let conditions = pod.status.as_ref().unwrap().conditions.clone().unwrap();
+        for type_ in ["PodScheduled", "Ready"] {
+            assert!(
+                conditions
+                    .iter()
+                    .any(|c| c.type_ == type_ && c.status == "True"),
+                "{type_}: {conditions:?}"
+            );
+        }
+        let claim = claims
+            .iter()
+            .find(|c| {
+                c.status.as_ref().and_then(|s| s.provider_id.as_deref())
+                    == node.spec.as_ref().unwrap().provider_id.as_deref()
+            })
+            .expect("the node stands for a NodeClaim");
+        let status = claim.status.as_ref().unwrap();
+        for type_ in ["Launched", "Registered", "Initialized", "Ready"] {
+            assert!(condition_true(status.conditions.as_ref(), type_), "{type_}");
+        }
+        assert_eq!(status.node_name.as_deref(), Some(node_name));
+        assert_eq!(status.image_id.as_deref(), Some("ami-sim-al2023-amd64"));
+        let labels = node.metadata.labels.as_ref().unwrap();
+        assert_eq!(labels["karpenter.sh/nodepool"], "general");
+        assert_eq!(labels["kubernetes.io/hostname"], node_name);
+        assert_eq!(labels["node.kubernetes.io/instance-type"], "m5.large");
+        assert_eq!(labels["karpenter.sh/initialized"], "true");
+        let taints = node
+            .spec
+            .as_ref()
+            .unwrap()
+            .taints
+            .clone()
+            .unwrap_or_default();
+        assert!(
+            taints.is_empty(),
+            "startup and unregistered taints are gone: {taints:?}"
+        );
+        let allocatable = node.status.as_ref().unwrap().allocatable.as_ref().unwrap();
+        assert_eq!(
+            Some(&allocatable["cpu"]),
+            status.allocatable.as_ref().unwrap().get("cpu")
+        );
+    }
+
+    let class = Api::<EC2NodeClass>::all(client.clone())
+        .get("default")
+        .await
+        .unwrap();
+    let status = class.status.unwrap();
+    assert!(condition_true(status.conditions.as_ref(), "Ready"));
+    assert_eq!(status.subnets.unwrap().len(), 6, "one per us-east-1 zone");
+    let pool = Api::<NodePool>::all(client.clone())
+        .get("general")
+        .await
+        .unwrap();
+    assert!(condition_true(
+        pool.status.unwrap().conditions.as_ref(),
+        "Ready"
+    ));
+    let address = sandbox.address();
+    sandbox.stop().await;
+    std::net::TcpListener::bind(address).expect("the listener is closed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binder_never_binds_to_a_cordoned_node() {
+    // One pod per node: m5.large has under 2 CPUs allocatable.
+    let manifests = Manifests::new(
+        "cordon",
+        &[
+            ("1-pool.yaml", POOL),
+            ("2-class.yaml", CLASS),
+            ("3-api.yaml", &deployment("api", 1, "1")),
+        ],
+    );
+    let sandbox = Sandbox::start(fast(&manifests)).await.unwrap();
+    let client = sandbox.client();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let first = running_pods(&pods, "api", 1).await;
+    let cordoned = first[0].spec.as_ref().unwrap().node_name.clone().unwrap();
+    // Room for a small pod is left on it, so only the cordon keeps pods off.
+    let nodes: Api<Node> = Api::all(client.clone());
+    nodes
+        .patch(
+            &cordoned,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"unschedulable": true}})),
+        )
+        .await
+        .unwrap();
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let small = deployment("small", 2, "100m");
+    let small: Deployment = serde_yaml::from_str(&small).unwrap();
+    deployments
+        .create(&Default::default(), &small)
+        .await
+        .unwrap();
+    let placed = running_pods(&pods, "small", 2).await;
+    for pod in &placed {
+        let node = pod.spec.as_ref().unwrap().node_name.clone().unwrap();
+        assert_ne!(node, cordoned, "bound to the cordoned node");
+    }
+    let on_cordoned = pods
+        .list(&ListParams::default().fields(&format!("spec.nodeName={cordoned}")))
+        .await
+        .unwrap()
+        .items;
+    assert_eq!(on_cordoned.len(), 1, "only the pod that was there before");
+    sandbox.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_nothing_fits_is_marked_unschedulable_and_stays_pending() {
+    let manifests = Manifests::new(
+        "unschedulable",
+        &[
+            ("1-pool.yaml", POOL),
+            ("2-class.yaml", CLASS),
+            ("3-huge.yaml", &deployment("huge", 1, "64")),
+        ],
+    );
+    let sandbox = Sandbox::start(fast(&manifests)).await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(sandbox.client(), "default");
+    let message = eventually("the pod marked unschedulable", || async {
+        let pods = pods
+            .list(&ListParams::default().labels("app=huge"))
+            .await
+            .unwrap();
+        let pod = pods.items.first()?;
+        pod.status
+            .as_ref()?
+            .conditions
+            .as_ref()?
+            .iter()
+            .find(|c| {
+                c.type_ == "PodScheduled"
+                    && c.status == "False"
+                    && c.reason.as_deref() == Some("Unschedulable")
+            })
+            .and_then(|c| c.message.clone())
+    })
+    .await;
+    assert_eq!(message, "no nodes available to schedule pods");
+    let pod = &pods.list(&ListParams::default()).await.unwrap().items[0];
+    assert_eq!(
+        pod.status.as_ref().unwrap().phase.as_deref(),
+        Some("Pending")
+    );
+    assert!(pod.spec.as_ref().unwrap().node_name.is_none());
+    sandbox.stop().await;
+}
+
+#[tokio::test]
+async fn bad_input_names_the_flag_or_the_file_and_field() {
+    let not_loopback = SandboxSettings {
+        listen: "0.0.0.0:0".parse().unwrap(),
+        ..SandboxSettings::default()
+    };
+    let error = Sandbox::start(not_loopback).await.err().unwrap();
+    assert!(matches!(error, SandboxError::NotLoopback(_)), "{error}");
+    assert!(error.to_string().contains("loopback"), "{error}");
+
+    let aws = SandboxSettings {
+        cloud: CloudChoice::Aws,
+        ..SandboxSettings::default()
+    };
+    let error = Sandbox::start(aws).await.err().unwrap();
+    assert!(
+        error
+            .to_string()
+            .contains("not available in the sandbox yet"),
+        "{error}"
+    );
+
+    let invalid = POOL.replace("spec:\n  template:", "spec:\n  weight: 1000\n  template:");
+    let manifests = Manifests::new("invalid", &[("pool.yaml", &invalid)]);
+    let error = Sandbox::start(fast(&manifests))
+        .await
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(error.contains("pool.yaml (document 1)"), "{error}");
+    assert!(error.contains("spec.weight"), "{error}");
+
+    let unknown = Manifests::new(
+        "unknown",
+        &[(
+            "x.yaml",
+            "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\n",
+        )],
+    );
+    let error = Sandbox::start(fast(&unknown))
+        .await
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        error.contains("x.yaml (document 1): example.com/v1/Widget is not served"),
+        "{error}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_node_claim_drains_its_node_and_the_pods_run_again_elsewhere() {
+    let manifests = Manifests::new(
+        "drain",
+        &[
+            ("1-pool.yaml", POOL),
+            ("2-class.yaml", CLASS),
+            ("3-web.yaml", &deployment("web", 2, "500m")),
+        ],
+    );
+    let sandbox = Sandbox::start(fast(&manifests)).await.unwrap();
+    let client = sandbox.client();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let before = running_pods(&pods, "web", 2).await;
+    let old_node = before[0].spec.as_ref().unwrap().node_name.clone().unwrap();
+    let claims: Api<NodeClaim> = Api::all(client.clone());
+    let claim = eventually("the node's NodeClaim", || async {
+        claims
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .find(|c| c.status.as_ref().and_then(|s| s.node_name.as_deref()) == Some(&old_node))
+    })
+    .await;
+    let old_instance = claim.status.as_ref().unwrap().provider_id.clone().unwrap();
+
+    claims
+        .delete(claim.metadata.name.as_deref().unwrap(), &Default::default())
+        .await
+        .unwrap();
+
+    // The node is drained and removed, its instance terminated, and the
+    // Deployment's pods come back Running on a node launched for them.
+    let nodes: Api<Node> = Api::all(client.clone());
+    eventually("the old node removed", || async {
+        nodes
+            .get_opt(&old_node)
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let after = eventually("the pods Running on another node", || async {
+        let pods = pods
+            .list(&ListParams::default().labels("app=web"))
+            .await
+            .unwrap()
+            .items;
+        let moved = pods.len() == 2
+            && pods.iter().all(|p| {
+                running(p)
+                    && p.spec.as_ref().and_then(|s| s.node_name.as_deref())
+                        != Some(old_node.as_str())
+            });
+        moved.then_some(pods)
+    })
+    .await;
+    let old_names: Vec<_> = before.iter().map(|p| p.metadata.name.clone()).collect();
+    assert!(
+        after.iter().all(|p| !old_names.contains(&p.metadata.name)),
+        "the evicted pods were replaced, not rebound"
+    );
+    let instances = nodewright::cloudprovider::CloudProvider::list(sandbox.cloud().as_ref())
+        .await
+        .unwrap();
+    assert!(
+        instances
+            .iter()
+            .all(|c| c.status.as_ref().and_then(|s| s.provider_id.as_deref())
+                != Some(old_instance.as_str())),
+        "the old instance is terminated"
+    );
+    sandbox.stop().await;
+}

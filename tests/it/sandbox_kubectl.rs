@@ -1,0 +1,130 @@
+//! `nodewright sandbox examples/quickstart` as a user runs it: the binary
+//! prints `export KUBECONFIG=…`, the machine's `kubectl` sees the web tier's
+//! pods go Running on nodes nodewright launched, `kubectl delete nodeclaim`
+//! drains a node away, and SIGTERM stops everything and removes the
+//! kubeconfig.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String) {
+    let output = Command::new("kubectl")
+        .args(args)
+        .arg("--request-timeout=30s")
+        .env("KUBECONFIG", kubeconfig)
+        .output()
+        .expect("running kubectl");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.success(), text)
+}
+
+/// Runs `kubectl args` until its output satisfies `done`, for at most a minute.
+fn until(kubeconfig: &Path, args: &[&str], done: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (ok, text) = kubectl(kubeconfig, args);
+        if ok && done(&text) {
+            return text;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "kubectl {args:?}: last said\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+#[test]
+fn the_quickstart_runs_in_the_sandbox_binary_under_kubectl() {
+    if Command::new("kubectl")
+        .arg("version")
+        .arg("--client")
+        .output()
+        .is_err()
+    {
+        eprintln!("SKIPPED: kubectl is not on PATH; install kubectl 1.32 to run this test");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("nodewright-sandbox-bin-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("sandbox.kubeconfig");
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nodewright"))
+        .args(["sandbox", "examples/quickstart", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .args(["--launch-delay", "0s", "--register-delay", "0s"])
+        .current_dir(&root)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert_eq!(
+        first.trim(),
+        format!("export KUBECONFIG={}", kubeconfig.display())
+    );
+
+    let running = |text: &str| {
+        let phases: Vec<&str> = text.split_whitespace().collect();
+        phases.len() == 8 && phases.iter().all(|p| *p == "Running")
+    };
+    let jsonpath = ["-o", "jsonpath={range .items[*]}{.status.phase} {end}"];
+    let web = ["get", "pods", "-n", "shop", "-l", "app=web"];
+    until(&kubeconfig, &[&web[..], &jsonpath[..]].concat(), running);
+    let nodes = until(
+        &kubeconfig,
+        &["get", "nodes", "-o", "jsonpath={.items[*].metadata.name}"],
+        |t| !t.trim().is_empty(),
+    );
+    let claims = until(
+        &kubeconfig,
+        &[
+            "get",
+            "nodeclaims",
+            "-o",
+            "jsonpath={.items[*].metadata.name}",
+        ],
+        |t| !t.trim().is_empty(),
+    );
+    assert_eq!(
+        nodes.split_whitespace().count(),
+        claims.split_whitespace().count(),
+        "one node per NodeClaim: {nodes} / {claims}"
+    );
+
+    // Deleting every NodeClaim drains every node; the pods come back on
+    // new ones.
+    let old: Vec<&str> = nodes.split_whitespace().collect();
+    let (ok, text) = kubectl(
+        &kubeconfig,
+        &["delete", "nodeclaims", "--all", "--wait=false"],
+    );
+    assert!(ok, "{text}");
+    until(
+        &kubeconfig,
+        &["get", "nodes", "-o", "jsonpath={.items[*].metadata.name}"],
+        |t| !t.split_whitespace().any(|n| old.contains(&n)) && !t.trim().is_empty(),
+    );
+    until(&kubeconfig, &[&web[..], &jsonpath[..]].concat(), running);
+
+    Command::new("kill")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert!(
+        status.success(),
+        "SIGTERM ends the sandbox cleanly: {status}"
+    );
+    assert!(!kubeconfig.exists(), "the kubeconfig is removed");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

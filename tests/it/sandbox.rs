@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use nodewright::apis::{EC2NodeClass, NodeClaim, NodePool};
 use nodewright::controllers::provisioning::BatchWindows;
-use nodewright::sim::sandbox::{CloudChoice, Sandbox, SandboxError, SandboxSettings};
+use nodewright::sim::sandbox::{Sandbox, SandboxError, SandboxSettings};
 use serde_json::json;
 
 const POOL: &str = r#"
@@ -354,18 +354,6 @@ async fn bad_input_names_the_flag_or_the_file_and_field() {
     let error = Sandbox::start(not_loopback).await.err().unwrap();
     assert!(matches!(error, SandboxError::NotLoopback(_)), "{error}");
     assert!(error.to_string().contains("loopback"), "{error}");
-
-    let aws = SandboxSettings {
-        cloud: CloudChoice::Aws,
-        ..SandboxSettings::default()
-    };
-    let error = Sandbox::start(aws).await.err().unwrap();
-    assert!(
-        error
-            .to_string()
-            .contains("not available in the sandbox yet"),
-        "{error}"
-    );
 
     let invalid = POOL.replace("spec:\n  template:", "spec:\n  weight: 1000\n  template:");
     let manifests = Manifests::new("invalid", &[("pool.yaml", &invalid)]);

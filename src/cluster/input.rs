@@ -324,9 +324,13 @@ fn registered(snapshot: &ClusterSnapshot, claim: &NodeClaim) -> bool {
 }
 
 /// A NodeClaim without a Node, as the node it will become. Launched, it
-/// offers its `status.allocatable`; not launched yet, it takes no pods but
-/// its requests count against its NodePool's limits, and pods nominated to
-/// it count where they will run.
+/// offers its `status.allocatable`; not launched yet, it offers its
+/// `spec.resources.requests` — what it was made to hold, which whatever
+/// launches for it can hold — so pods it was made for are not provisioned
+/// for again when their nominations are lost (a controller that restarted
+/// between creating the claim and launching it). Its requests count against
+/// its NodePool's limits either way, and pods nominated to it count where
+/// they will run.
 fn in_flight_node(claim: &NodeClaim, pods: &[K8sPod]) -> Result<ExistingNode, ConvertError> {
     let name = claim.metadata.name.clone().unwrap_or_default();
     let object = format!("NodeClaim {name}");
@@ -358,10 +362,8 @@ fn in_flight_node(claim: &NodeClaim, pods: &[K8sPod]) -> Result<ExistingNode, Co
                 .resources
                 .as_ref()
                 .and_then(|r| r.requests.as_ref());
-            (
-                parse("spec.resources.requests", requests)?,
-                Resources::zero(),
-            )
+            let requests = parse("spec.resources.requests", requests)?;
+            (requests.clone(), requests)
         }
     };
     let mut labels = node_claim_requirements(claim)?.single_value_labels();

@@ -54,13 +54,19 @@ where
         self.store.state()
     }
 
-    /// Objects as they are created, changed or deleted (a deleted object is
-    /// sent as last seen). A subscriber that falls more than
-    /// [`CHANGE_BUFFER`] changes behind gets every stored object again.
+    /// Every stored object, then objects as they are created, changed or
+    /// deleted (a deleted object is sent as last seen) — so a controller
+    /// that starts late (a replica that just became leader) looks at what
+    /// exists, not only at what changes after it started. A subscriber that
+    /// falls more than [`CHANGE_BUFFER`] changes behind gets every stored
+    /// object again.
     pub fn changes(&self) -> impl Stream<Item = Arc<K>> + Send + 'static {
+        // Subscribed before the stored objects are read: a change in
+        // between is seen twice rather than never.
         let receiver = self.changes.subscribe();
+        let existing = self.store.state();
         let store = self.store.clone();
-        futures::stream::unfold(receiver, move |mut receiver| {
+        let live = futures::stream::unfold(receiver, move |mut receiver| {
             let store = store.clone();
             async move {
                 match receiver.recv().await {
@@ -69,8 +75,10 @@ where
                     Err(broadcast::error::RecvError::Closed) => None,
                 }
             }
-        })
-        .flat_map(futures::stream::iter)
+        });
+        futures::stream::iter(vec![existing])
+            .chain(live)
+            .flat_map(futures::stream::iter)
     }
 }
 
@@ -106,6 +114,10 @@ pub struct ClusterState {
     /// ConfigMaps (extension modules may be stored in them).
     pub config_maps: Watched<ConfigMap>,
     tracking: Mutex<Tracking>,
+    /// `true` once every store holds its first list. One task waits on the
+    /// stores (a store's readiness wakes only one of several waiters);
+    /// everyone else waits on this.
+    synced: tokio::sync::watch::Sender<bool>,
 }
 
 /// Drives every watch of a [`ClusterState`]; it ends only when the process does.
@@ -128,15 +140,32 @@ impl ClusterState {
             namespaces: watched(Api::all(client.clone()), &mut drivers),
             config_maps: watched(Api::all(client), &mut drivers),
             tracking: Mutex::new(Tracking::default()),
+            synced: tokio::sync::watch::Sender::new(false),
+        };
+        let state = Arc::new(state);
+        let lists = {
+            let state = state.clone();
+            async move {
+                state.first_lists().await;
+                state.synced.send_replace(true);
+            }
         };
         let driver = Box::pin(async move {
-            futures::future::join_all(drivers).await;
+            futures::future::join(futures::future::join_all(drivers), lists).await;
         });
-        (Arc::new(state), driver)
+        (state, driver)
     }
 
-    /// Waits until every store holds its first full list.
+    /// Waits until every store holds its first full list. Any number of
+    /// tasks may wait at once.
     pub async fn synced(&self) {
+        let mut synced = self.synced.subscribe();
+        // The sender lives as long as the state does.
+        let _ = synced.wait_for(|done| *done).await;
+    }
+
+    /// Waits for every store's first list; run by one task only.
+    async fn first_lists(&self) {
         // A dropped writer means the driver ended; the stores stay as they were.
         let _ = self.nodes.store.wait_until_ready().await;
         let _ = self.node_claims.store.wait_until_ready().await;

@@ -62,7 +62,14 @@ async fn stores_follow_the_api_server_and_changes_are_fed_to_subscribers() {
             .is_empty()
     );
 
+    // A subscriber that starts after the lists (a replica that just became
+    // leader) gets what exists first, then what changes.
     let mut changes = Box::pin(state.pods.changes());
+    let existing = tokio::time::timeout(Duration::from_secs(5), changes.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(existing.metadata.name.as_deref(), Some("before"));
     pods.create(&PostParams::default(), &pod("after", None))
         .await
         .unwrap();
@@ -170,5 +177,26 @@ async fn the_snapshot_holds_created_claims_nominations_and_marked_nodes() {
             .deletion_timestamp
             .is_none()
     );
+    driver.abort();
+}
+
+#[tokio::test]
+async fn any_number_of_tasks_may_wait_for_the_first_lists() {
+    let server = ApiServer::default();
+    let (state, driver) = ClusterState::start(server.client());
+    let waiters: Vec<_> = (0..4)
+        .map(|_| {
+            let state = state.clone();
+            tokio::spawn(async move { state.synced().await })
+        })
+        .collect();
+    tokio::task::yield_now().await;
+    let driver = tokio::spawn(driver);
+    for waiter in waiters {
+        tokio::time::timeout(Duration::from_secs(5), waiter)
+            .await
+            .expect("every waiter is woken")
+            .unwrap();
+    }
     driver.abort();
 }

@@ -135,7 +135,10 @@ async fn cluster(pods: usize) -> ApiServer {
         )
         .await
         .unwrap();
+    // As the EC2NodeClass controller (not run here) would write it, Ready.
     let status = json!({"status": {
+        "conditions": [{"type": "Ready", "status": "True", "reason": "Ready", "message": "",
+            "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1}],
         "subnets": [{"id": "subnet-1", "zone": "us-east-1a"}],
         "amis": [{"id": "ami-amd64", "requirements": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}]
     }});
@@ -164,7 +167,8 @@ async fn cluster(pods: usize) -> ApiServer {
     server
 }
 
-fn operator(server: &ApiServer, identity: &str) -> Operator {
+/// One cloud for every replica, as they share one AWS account.
+fn shared_cloud() -> (Arc<InstanceTypeProvider>, Arc<SimulatedCloudProvider>) {
     let unavailable = Arc::new(UnavailableOfferings::default());
     let instance_types = Arc::new(InstanceTypeProvider::new(
         Arc::new(Catalog::embedded("us-east-1").unwrap()),
@@ -176,6 +180,18 @@ fn operator(server: &ApiServer, identity: &str) -> Operator {
         unavailable,
         SimulatedSettings::default(),
     ));
+    (instance_types, cloud)
+}
+
+fn operator(server: &ApiServer, identity: &str) -> Operator {
+    operator_on(server, identity, shared_cloud())
+}
+
+fn operator_on(
+    server: &ApiServer,
+    identity: &str,
+    (instance_types, cloud): (Arc<InstanceTypeProvider>, Arc<SimulatedCloudProvider>),
+) -> Operator {
     let local: SocketAddr = "127.0.0.1:0".parse().unwrap();
     Operator {
         client: server.client(),
@@ -304,6 +320,73 @@ async fn two_replicas_provision_once_and_serve_metrics_and_health() {
         claims(&server).len(),
         1,
         "the new leader does not provision the same pods again"
+    );
+    b.abort();
+}
+
+#[tokio::test]
+async fn a_leader_killed_mid_provisioning_loses_no_pod_and_leaks_no_instance() {
+    if std::env::var_os("NODEWRIGHT_TEST_LOG").is_some() {
+        nodewright::sim::sandbox::log::init(nodewright::sim::sandbox::log::LogFormat::Text);
+    }
+    let server = cluster(3).await;
+    let cloud = shared_cloud();
+    let a = tokio::spawn(
+        operator_on(&server, "replica-a", cloud.clone()).run(std::future::pending(), |_| {}),
+    );
+    // Killed (no lease release, nothing finished) the moment its first
+    // NodeClaim exists, whether or not it was launched yet.
+    within("a creating a claim", 20, async {
+        while claims(&server).is_empty() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    a.abort();
+    let _ = a.await;
+
+    let b = tokio::spawn(
+        operator_on(&server, "replica-b", cloud.clone()).run(std::future::pending(), |_| {}),
+    );
+    let launched = within("b launching what a left", 30, async {
+        loop {
+            let all = claims(&server);
+            if !all.is_empty()
+                && all.iter().all(|c| {
+                    c.status
+                        .as_ref()
+                        .and_then(|s| s.provider_id.as_ref())
+                        .is_some()
+                })
+            {
+                break all;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    // Rounds of b's own: the pods are covered by what exists.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        claims(&server).len(),
+        1,
+        "three 1-CPU pods need one m5 node"
+    );
+    let instances = nodewright::cloudprovider::CloudProvider::list(cloud.1.as_ref())
+        .await
+        .unwrap();
+    let ids = |claims: &[NodeClaim]| -> Vec<Option<String>> {
+        let mut ids: Vec<_> = claims
+            .iter()
+            .map(|c| c.status.as_ref().and_then(|s| s.provider_id.clone()))
+            .collect();
+        ids.sort();
+        ids
+    };
+    assert_eq!(
+        ids(&instances),
+        ids(&launched),
+        "one instance per claim, none leaked"
     );
     b.abort();
 }

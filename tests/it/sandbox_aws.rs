@@ -116,7 +116,8 @@ async fn eventually<T, Fut: std::future::Future<Output = Option<T>>>(
     what: &str,
     mut check: impl FnMut() -> Fut,
 ) -> T {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    // moto is one process shared by every test running at once: generous.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(150);
     loop {
         if let Some(found) = check().await {
             return found;

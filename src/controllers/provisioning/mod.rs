@@ -129,8 +129,7 @@ impl Provisioner {
             }
         };
         let requeue = async {
-            // Not waiting for the first lists here: waiters of a store's
-            // readiness must not be concurrent (only the last one is woken).
+            self.state.synced().await;
             let mut every = tokio::time::interval(self.settings.requeue);
             every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             every.tick().await;

@@ -245,9 +245,7 @@ impl Sandbox {
         let mut tasks = JoinSet::new();
         let (state, driver) = ClusterState::start(client.clone());
         tasks.spawn(driver);
-        // Waited for here, once, before anything else waits for it: a
-        // store's readiness wakes only the last of several concurrent
-        // waiters, so the tasks below find it done.
+        // The stand-ins start on a synced view.
         state.synced().await;
         let recorder = |controller: &str| {
             Recorder::new(

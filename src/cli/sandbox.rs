@@ -22,7 +22,9 @@ one second later, startup taints removed a second after that), a binder \
 standing in for kube-scheduler, and nodewright's controllers as \
 `nodewright controller` runs them (provisioning, NodeClaim lifecycle, node \
 termination and drain, garbage collection, NodePool status, /metrics on a \
-loopback port it logs) with a simulated EC2NodeClass status. Logs go to stderr (RUST_LOG sets the filter). Ctrl-C or SIGTERM \
+loopback port it logs) with a simulated EC2NodeClass status, or with \
+--cloud-provider aws the AWS cloud provider and the real EC2NodeClass \
+controller. Logs go to stderr (RUST_LOG sets the filter). Ctrl-C or SIGTERM \
 stops everything and removes the kubeconfig.")]
 pub struct SandboxArgs {
     /// YAML files or directories to apply at start (multi-document files and
@@ -39,10 +41,15 @@ pub struct SandboxArgs {
     #[arg(long, default_value = "sandbox.kubeconfig", value_name = "PATH")]
     kubeconfig: PathBuf,
     /// Where instances are launched: `simulated` (in memory, from the
-    /// embedded catalog) or `aws` (not available in the sandbox yet; the command says what
-    /// is missing).
+    /// embedded catalog) or `aws`: EC2 through the default credential chain
+    /// (`AWS_ENDPOINT_URL` for moto), with the real EC2NodeClass controller;
+    /// the kubelet registers a Node for each of the cluster's instances.
     #[arg(long, value_enum, default_value_t = CloudProviderArg::Simulated)]
     cloud_provider: CloudProviderArg,
+    /// With `--cloud-provider aws`: the cluster name instances are tagged
+    /// with (and instance profiles named after).
+    #[arg(long, default_value = "sandbox")]
+    cluster_name: String,
     /// AWS region: its embedded catalog gives the instance types, zones and
     /// prices (us-east-1 or us-west-2).
     #[arg(long, default_value = "us-east-1")]
@@ -102,6 +109,7 @@ impl SandboxArgs {
                 CloudProviderArg::Aws => CloudChoice::Aws,
             },
             region: self.region.clone(),
+            cluster_name: self.cluster_name.clone(),
             launch_delay: self.launch_delay,
             ..SandboxSettings::default()
         }

@@ -23,6 +23,7 @@ mod operator;
 mod pricing;
 mod provisioning;
 mod sandbox;
+mod sandbox_aws;
 mod sandbox_kubectl;
 mod simulate;
 mod snapshot;

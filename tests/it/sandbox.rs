@@ -1,7 +1,10 @@
 //! The sandbox in process with the simulated cloud and no delays: manifests
 //! applied at start become NodeClaims, instances, Nodes (registered, Ready,
 //! initialized) and Running pods, checked through `kube::Api`; the binder
-//! never binds to a cordoned node; bad input names the file and field.
+//! never binds to a cordoned node; a deleted NodeClaim drains its node, an
+//! offering without capacity is passed over, and an instance terminated
+//! out of band is replaced — each ending with the pods Running; bad input
+//! names the file and field.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -11,7 +14,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use nodewright::apis::{EC2NodeClass, NodeClaim, NodePool};
 use nodewright::controllers::provisioning::BatchWindows;
-use nodewright::sim::sandbox::{CloudChoice, Sandbox, SandboxError, SandboxSettings};
+use nodewright::sim::sandbox::{Sandbox, SandboxError, SandboxSettings};
 use serde_json::json;
 
 const POOL: &str = r#"
@@ -355,18 +358,6 @@ async fn bad_input_names_the_flag_or_the_file_and_field() {
     assert!(matches!(error, SandboxError::NotLoopback(_)), "{error}");
     assert!(error.to_string().contains("loopback"), "{error}");
 
-    let aws = SandboxSettings {
-        cloud: CloudChoice::Aws,
-        ..SandboxSettings::default()
-    };
-    let error = Sandbox::start(aws).await.err().unwrap();
-    assert!(
-        error
-            .to_string()
-            .contains("not available in the sandbox yet"),
-        "{error}"
-    );
-
     let invalid = POOL.replace("spec:\n  template:", "spec:\n  weight: 1000\n  template:");
     let manifests = Manifests::new("invalid", &[("pool.yaml", &invalid)]);
     let error = Sandbox::start(fast(&manifests))
@@ -470,5 +461,128 @@ async fn a_deleted_node_claim_drains_its_node_and_the_pods_run_again_elsewhere()
                 != Some(old_instance.as_str())),
         "the old instance is terminated"
     );
+    sandbox.stop().await;
+}
+
+const FLEXIBLE_POOL: &str = r#"
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: general}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements:
+      - {key: karpenter.k8s.aws/instance-family, operator: In, values: [m5]}
+      - {key: karpenter.k8s.aws/instance-size, operator: In, values: [large, xlarge]}
+      - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+"#;
+
+/// The instance types of the nodes the `app` pods run on.
+async fn instance_types_of(client: &kube::Client, pods: &[Pod]) -> Vec<String> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let mut types = Vec::new();
+    for pod in pods {
+        let name = pod.spec.as_ref().unwrap().node_name.clone().unwrap();
+        let node = nodes.get(&name).await.unwrap();
+        types.push(node.metadata.labels.unwrap()["node.kubernetes.io/instance-type"].clone());
+    }
+    types
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_run_on_the_next_offering_when_the_cheapest_has_no_capacity() {
+    let manifests = Manifests::new(
+        "ice",
+        &[("1-pool.yaml", FLEXIBLE_POOL), ("2-class.yaml", CLASS)],
+    );
+    let sandbox = Sandbox::start(fast(&manifests)).await.unwrap();
+    let cloud = sandbox.simulated_cloud().unwrap();
+    for zone in ["a", "b", "c", "d", "e", "f"] {
+        cloud.inject_insufficient_capacity(nodewright::cloudprovider::OfferingKey {
+            instance_type: "m5.large".to_string(),
+            zone: format!("us-east-1{zone}"),
+            capacity_type: "on-demand".to_string(),
+        });
+    }
+    let client = sandbox.client();
+    let deployment: Deployment = serde_yaml::from_str(&deployment("web", 2, "500m")).unwrap();
+    Api::<Deployment>::namespaced(client.clone(), "default")
+        .create(&Default::default(), &deployment)
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let web = running_pods(&pods, "web", 2).await;
+    let types = instance_types_of(&client, &web).await;
+    assert!(types.iter().all(|t| t == "m5.xlarge"), "{types:?}");
+    sandbox.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_terminated_behind_nodewrights_back_is_replaced() {
+    let manifests = Manifests::new(
+        "oob",
+        &[
+            ("1-pool.yaml", POOL),
+            ("2-class.yaml", CLASS),
+            ("3-web.yaml", &deployment("web", 2, "500m")),
+        ],
+    );
+    let sandbox = Sandbox::start(fast(&manifests)).await.unwrap();
+    let client = sandbox.client();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let before = running_pods(&pods, "web", 2).await;
+    let old_node = before[0].spec.as_ref().unwrap().node_name.clone().unwrap();
+    let node = Api::<Node>::all(client.clone())
+        .get(&old_node)
+        .await
+        .unwrap();
+    let provider_id = node.spec.unwrap().provider_id.unwrap();
+    let instance = provider_id.rsplit('/').next().unwrap();
+    assert!(
+        sandbox
+            .simulated_cloud()
+            .unwrap()
+            .terminate_out_of_band(instance)
+    );
+
+    // The node goes with its instance, its claim is collected, and the
+    // Deployment's pods run again on a node launched for them.
+    let nodes: Api<Node> = Api::all(client.clone());
+    eventually("the old node removed", || async {
+        nodes
+            .get_opt(&old_node)
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let claims: Api<NodeClaim> = Api::all(client.clone());
+    eventually("the orphaned claim collected", || async {
+        let left = claims.list(&ListParams::default()).await.unwrap().items;
+        left.iter()
+            .all(|c| {
+                c.status.as_ref().and_then(|s| s.provider_id.as_deref())
+                    != Some(provider_id.as_str())
+            })
+            .then_some(())
+    })
+    .await;
+    eventually("the pods Running on another node", || async {
+        let list = pods
+            .list(&ListParams::default().labels("app=web"))
+            .await
+            .unwrap()
+            .items;
+        (list.len() == 2
+            && list.iter().all(|p| {
+                running(p)
+                    && p.spec.as_ref().and_then(|s| s.node_name.as_deref())
+                        != Some(old_node.as_str())
+            }))
+        .then_some(())
+    })
+    .await;
     sandbox.stop().await;
 }

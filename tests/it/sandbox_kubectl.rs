@@ -1,8 +1,10 @@
-//! `nodewright sandbox examples/quickstart` as a user runs it: the binary
-//! prints `export KUBECONFIG=…`, the machine's `kubectl` sees the web tier's
-//! pods go Running on nodes nodewright launched, `kubectl delete nodeclaim`
-//! drains a node away, and SIGTERM stops everything and removes the
-//! kubeconfig.
+//! `nodewright sandbox` as a user runs it: the binary prints
+//! `export KUBECONFIG=…`; with the machine's `kubectl`, the quickstart's
+//! NodePool, EC2NodeClass and web Deployment are applied, its pods go
+//! Running on nodes nodewright launched (`kubectl wait`), `kubectl scale`
+//! gets more nodes while a cordoned node takes no new pod, `kubectl delete
+//! nodeclaims` drains nodes away and the pods come back on new ones, and
+//! SIGTERM stops everything and removes the kubeconfig.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -56,7 +58,7 @@ fn the_quickstart_runs_in_the_sandbox_binary_under_kubectl() {
     let kubeconfig = dir.join("sandbox.kubeconfig");
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let mut child = Command::new(env!("CARGO_BIN_EXE_nodewright"))
-        .args(["sandbox", "examples/quickstart", "--kubeconfig"])
+        .args(["sandbox", "--kubeconfig"])
         .arg(&kubeconfig)
         .args(["--launch-delay", "0s", "--register-delay", "0s"])
         .current_dir(&root)
@@ -73,13 +75,74 @@ fn the_quickstart_runs_in_the_sandbox_binary_under_kubectl() {
         format!("export KUBECONFIG={}", kubeconfig.display())
     );
 
-    let running = |text: &str| {
-        let phases: Vec<&str> = text.split_whitespace().collect();
-        phases.len() == 8 && phases.iter().all(|p| *p == "Running")
+    let ok = |args: &[&str]| {
+        let (ok, text) = kubectl(&kubeconfig, args);
+        assert!(ok, "kubectl {args:?}: {text}");
+        text
+    };
+    ok(&["create", "namespace", "shop"]);
+    let applied = ok(&[
+        "apply",
+        "-f",
+        "examples/quickstart/nodepool.yaml",
+        "-f",
+        "examples/quickstart/ec2nodeclass.yaml",
+        "-f",
+        "examples/quickstart/web.yaml",
+    ]);
+    assert!(applied.contains("deployment.apps/web created"), "{applied}");
+    let running = |count: usize| {
+        move |text: &str| {
+            let phases: Vec<&str> = text.split_whitespace().collect();
+            phases.len() == count && phases.iter().all(|p| *p == "Running")
+        }
     };
     let jsonpath = ["-o", "jsonpath={range .items[*]}{.status.phase} {end}"];
     let web = ["get", "pods", "-n", "shop", "-l", "app=web"];
-    until(&kubeconfig, &[&web[..], &jsonpath[..]].concat(), running);
+    until(&kubeconfig, &[&web[..], &jsonpath[..]].concat(), running(8));
+    ok(&[
+        "wait",
+        "--for=condition=Ready",
+        "pods",
+        "-l",
+        "app=web",
+        "-n",
+        "shop",
+        "--timeout=60s",
+    ]);
+    let listing = ok(&["get", "nodes,nodeclaims,pods", "-A"]);
+    assert!(listing.contains("nodeclaim.karpenter.sh/"), "{listing}");
+
+    // A cordoned node takes no new pod: scaling up lands elsewhere.
+    let first_node = ok(&["get", "nodes", "-o", "jsonpath={.items[0].metadata.name}"]);
+    let first_node = first_node.trim();
+    let selector = format!("spec.nodeName={first_node}");
+    let on_node = [
+        "get",
+        "pods",
+        "-n",
+        "shop",
+        "-l",
+        "app=web",
+        "--field-selector",
+        &selector,
+        "-o",
+        "name",
+    ];
+    let before: Vec<String> = ok(&on_node).lines().map(str::to_string).collect();
+    ok(&["cordon", first_node]);
+    ok(&["scale", "deployment", "web", "-n", "shop", "--replicas=12"]);
+    until(
+        &kubeconfig,
+        &[&web[..], &jsonpath[..]].concat(),
+        running(12),
+    );
+    let after = ok(&on_node);
+    assert!(
+        after.lines().all(|pod| before.iter().any(|b| b == pod)),
+        "no new pod on the cordoned node {first_node}: before {before:?}, after {after}"
+    );
+    ok(&["uncordon", first_node]);
     let nodes = until(
         &kubeconfig,
         &["get", "nodes", "-o", "jsonpath={.items[*].metadata.name}"],
@@ -114,7 +177,11 @@ fn the_quickstart_runs_in_the_sandbox_binary_under_kubectl() {
         &["get", "nodes", "-o", "jsonpath={.items[*].metadata.name}"],
         |t| !t.split_whitespace().any(|n| old.contains(&n)) && !t.trim().is_empty(),
     );
-    until(&kubeconfig, &[&web[..], &jsonpath[..]].concat(), running);
+    until(
+        &kubeconfig,
+        &[&web[..], &jsonpath[..]].concat(),
+        running(12),
+    );
 
     Command::new("kill")
         .arg(child.id().to_string())

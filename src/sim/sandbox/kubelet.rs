@@ -103,6 +103,15 @@ impl Kubelet {
         }
     }
 
+    /// The NodeClaim in the API launched as `provider_id`, with capacity.
+    fn launched_claim(&self, provider_id: &str) -> Option<Arc<NodeClaim>> {
+        self.state.node_claims.all().into_iter().find(|c| {
+            c.status.as_ref().is_some_and(|s| {
+                s.provider_id.as_deref() == Some(provider_id) && s.capacity.is_some()
+            })
+        })
+    }
+
     /// Does what is due now; returns how long until the next step is due.
     pub async fn pass(&mut self) -> Duration {
         let launched = match self.cloud.list().await {
@@ -121,6 +130,17 @@ impl Kubelet {
                 continue;
             };
             live.insert(provider_id.clone());
+            // The machine's facts as the API's NodeClaim holds them, when the
+            // cloud does not report capacity (EC2 instances): a real kubelet
+            // knows its machine; this one reads it from the launched claim,
+            // and waits for it.
+            let known = self.launched_claim(&provider_id);
+            let reported = claim.status.as_ref().is_some_and(|s| s.capacity.is_some());
+            if known.is_none() && !reported {
+                next = next.min(self.settings.poll);
+                continue;
+            }
+            let claim = known.as_deref().unwrap_or(claim);
             self.instances
                 .entry(provider_id.clone())
                 .or_insert_with(|| Instance {

@@ -10,7 +10,8 @@
 //!   nodes they fit on (by nodewright's own scheduler) and started, and
 //!   pods that fit nowhere are marked `Unschedulable`;
 //! - [`node_class`]: the EC2NodeClass status, simulated, while the cloud
-//!   is simulated;
+//!   is simulated (with `--cloud-provider aws` the real EC2NodeClass
+//!   controller runs);
 //!
 //! and nodewright's controllers run as `nodewright controller` runs them
 //! (the same [`Operator`]: provisioning, the NodeClaim lifecycle, node
@@ -19,6 +20,7 @@
 //! sandbox is started with; [`log`] prints what happens.
 
 pub mod apply;
+mod aws;
 pub mod binder;
 pub mod kubelet;
 pub mod log;
@@ -36,6 +38,7 @@ use nodewright_host::{HostConfig, HostError};
 use tokio::task::{JoinHandle, JoinSet};
 
 use crate::aws::catalog::{Catalog, CatalogError};
+use crate::aws::clients::AwsSettings;
 use crate::aws::instance_types::InstanceTypeProvider;
 use crate::cloudprovider::simulated::{SimulatedCloudProvider, SimulatedSettings};
 use crate::cloudprovider::{CloudProvider, UnavailableOfferings};
@@ -57,7 +60,8 @@ pub const KUBERNETES_VERSION: (&str, &str) = ("1", "34");
 pub enum CloudChoice {
     /// In memory: instances of the embedded catalog's types, nothing leaves the process.
     Simulated,
-    /// EC2 through the AWS SDK (real AWS, or moto through `AWS_ENDPOINT_URL`).
+    /// EC2 through the AWS SDK (real AWS, or moto through `AWS_ENDPOINT_URL`):
+    /// the AWS cloud provider and the real EC2NodeClass controller.
     Aws,
 }
 
@@ -72,6 +76,13 @@ pub struct SandboxSettings {
     pub cloud: CloudChoice,
     /// The region (its embedded catalog).
     pub region: String,
+    /// The cluster name launched instances are tagged with (AWS only): the
+    /// kubelet registers Nodes for this cluster's instances.
+    pub cluster_name: String,
+    /// Where the AWS clients connect and as whom (AWS only); the default is
+    /// the SDK's chain, `AWS_ENDPOINT_URL` included. Its region is ignored:
+    /// [`SandboxSettings::region`] is used.
+    pub aws: AwsSettings,
     /// How long a simulated launch takes.
     pub launch_delay: Duration,
     /// From launch to the Node's registration.
@@ -94,6 +105,8 @@ impl Default for SandboxSettings {
             manifests: Vec::new(),
             cloud: CloudChoice::Simulated,
             region: "us-east-1".to_string(),
+            cluster_name: "sandbox".to_string(),
+            aws: AwsSettings::default(),
             launch_delay: Duration::from_secs(2),
             register_delay: Duration::from_secs(3),
             ready_delay: Duration::from_secs(1),
@@ -132,11 +145,6 @@ pub enum SandboxError {
         #[source]
         source: std::io::Error,
     },
-    /// The AWS cloud provider is not wired into the sandbox yet.
-    #[error(
-        "--cloud-provider aws is not available in the sandbox yet: the sandbox does not wire the AWS cloud provider and the EC2NodeClass controller to its API server; use --cloud-provider simulated here, or `nodewright controller --cloud-provider aws` against a cluster"
-    )]
-    AwsNotAvailable,
     /// The region has no embedded catalog.
     #[error("--region: {0}")]
     Catalog(#[from] CatalogError),
@@ -153,7 +161,8 @@ pub enum SandboxError {
 pub struct Sandbox {
     server: ApiServer,
     address: SocketAddr,
-    cloud: Arc<SimulatedCloudProvider>,
+    cloud: Arc<dyn CloudProvider>,
+    simulated: Option<Arc<SimulatedCloudProvider>>,
     state: Arc<ClusterState>,
     applied: Vec<Applied>,
     serving: JoinHandle<std::io::Result<()>>,
@@ -166,9 +175,6 @@ impl Sandbox {
     pub async fn start(settings: SandboxSettings) -> Result<Sandbox, SandboxError> {
         if !settings.listen.ip().is_loopback() {
             return Err(SandboxError::NotLoopback(settings.listen));
-        }
-        if settings.cloud == CloudChoice::Aws {
-            return Err(SandboxError::AwsNotAvailable);
         }
         let catalog = Arc::new(Catalog::embedded(&settings.region)?);
         let documents = apply::read(&settings.manifests)?;
@@ -209,14 +215,33 @@ impl Sandbox {
             extensions,
             unavailable.clone(),
         ));
-        let cloud = Arc::new(SimulatedCloudProvider::new(
-            instance_types.clone(),
-            unavailable,
-            SimulatedSettings {
-                launch_delay: settings.launch_delay,
-                ..SimulatedSettings::default()
-            },
-        ));
+        let kubernetes_version = format!("{major}.{minor}");
+        let (cloud, simulated, node_classes) = match settings.cloud {
+            CloudChoice::Simulated => {
+                let simulated = Arc::new(SimulatedCloudProvider::new(
+                    instance_types.clone(),
+                    unavailable,
+                    SimulatedSettings {
+                        launch_delay: settings.launch_delay,
+                        ..SimulatedSettings::default()
+                    },
+                ));
+                let cloud: Arc<dyn CloudProvider> = simulated.clone();
+                (cloud, Some(simulated), None)
+            }
+            CloudChoice::Aws => {
+                let (cloud, context) = aws::providers(
+                    &settings,
+                    &client,
+                    &format!("http://{address}"),
+                    &instance_types,
+                    unavailable,
+                    &kubernetes_version,
+                )
+                .await;
+                (cloud, None, Some(context))
+            }
+        };
         let mut tasks = JoinSet::new();
         let (state, driver) = ClusterState::start(client.clone());
         tasks.spawn(driver);
@@ -233,7 +258,6 @@ impl Sandbox {
                 },
             )
         };
-        let kubernetes_version = format!("{major}.{minor}");
 
         // nodewright itself, as `nodewright controller` runs it: every
         // controller, one replica (no lease), endpoints on loopback. It
@@ -242,8 +266,8 @@ impl Sandbox {
         let operator = Operator {
             client: client.clone(),
             instance_types: instance_types.clone(),
-            cloud: Some(cloud.clone() as Arc<dyn CloudProvider>),
-            node_classes: None,
+            cloud: Some(cloud.clone()),
+            node_classes,
             settings: OperatorSettings {
                 provisioning: ProvisioningSettings {
                     batch: settings.batch,
@@ -262,15 +286,17 @@ impl Sandbox {
                 tracing::error!(%error, "nodewright's controllers stopped");
             }
         });
-        tasks.spawn(
-            node_class::SimulatedNodeClasses::new(
-                client.clone(),
-                state.clone(),
-                instance_types.clone(),
-                kubernetes_version.clone(),
-            )
-            .run(),
-        );
+        if simulated.is_some() {
+            tasks.spawn(
+                node_class::SimulatedNodeClasses::new(
+                    client.clone(),
+                    state.clone(),
+                    instance_types.clone(),
+                    kubernetes_version.clone(),
+                )
+                .run(),
+            );
+        }
         tasks.spawn(
             Kubelet::new(
                 client.clone(),
@@ -297,7 +323,7 @@ impl Sandbox {
         tasks.spawn(binder.run());
         tracing::info!(
             url = %format!("http://{address}"),
-            cloud = "simulated",
+            cloud = if simulated.is_some() { "simulated" } else { "aws" },
             region = %settings.region,
             "sandbox running"
         );
@@ -305,6 +331,7 @@ impl Sandbox {
             server,
             address,
             cloud,
+            simulated,
             state,
             applied,
             serving,
@@ -332,10 +359,15 @@ impl Sandbox {
         &self.server
     }
 
-    /// The simulated cloud: to inject capacity errors or terminate
-    /// instances behind the controllers' back.
-    pub fn cloud(&self) -> &Arc<SimulatedCloudProvider> {
+    /// The cloud instances are launched in.
+    pub fn cloud(&self) -> &Arc<dyn CloudProvider> {
         &self.cloud
+    }
+
+    /// The simulated cloud, when the sandbox runs on it: to inject capacity
+    /// errors or terminate instances behind the controllers' back.
+    pub fn simulated_cloud(&self) -> Option<&Arc<SimulatedCloudProvider>> {
+        self.simulated.as_ref()
     }
 
     /// The cluster state the controllers share.
@@ -353,10 +385,34 @@ impl Sandbox {
         kubeconfig(&self.url())
     }
 
-    /// Stops every controller and stand-in and closes the listener (open
-    /// connections close with the runtime).
+    /// Terminates the instances launched for the sandbox's cluster: they
+    /// cannot outlive the cluster they were launched for.
+    async fn terminate_instances(&self) {
+        let launched = match self.cloud.list().await {
+            Ok(launched) => launched,
+            Err(error) => {
+                tracing::error!(%error, "cannot list the sandbox's instances; terminate them by their eks:eks-cluster-name tag");
+                return;
+            }
+        };
+        for claim in launched {
+            let id = claim.status.as_ref().and_then(|s| s.provider_id.clone());
+            match self.cloud.delete(&claim).await {
+                Ok(()) => tracing::info!(instance = ?id, "instance terminated"),
+                Err(error) if error.is_not_found() => {}
+                Err(error) => tracing::error!(instance = ?id, %error, "cannot terminate instance"),
+            }
+        }
+    }
+
+    /// Stops every controller and stand-in, terminates the instances of an
+    /// AWS sandbox, and closes the listener (open connections close with the
+    /// runtime).
     pub async fn stop(mut self) {
         self.tasks.shutdown().await;
+        if self.simulated.is_none() {
+            self.terminate_instances().await;
+        }
         self.serving.abort();
         let _ = (&mut self.serving).await;
         tracing::info!("sandbox stopped");

@@ -1,0 +1,281 @@
+//! `nodewright sandbox --cloud-provider aws` against moto: the real
+//! EC2NodeClass controller makes the class Ready from moto's subnets,
+//! security groups, role and image; a Deployment's pods get NodeClaims,
+//! the NodeClaims become EC2 instances in moto, the kubelet registers their
+//! Nodes and the pods run; a deleted NodeClaim's instance is terminated.
+
+use std::time::Duration;
+
+use aws_sdk_ec2::types::{
+    ArchitectureValues, InstanceStateName, ResourceType, Tag, TagSpecification,
+};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams};
+use nodewright::apis::{EC2NodeClass, NodeClaim};
+use nodewright::aws::clients::{AwsClients, AwsSettings};
+use nodewright::controllers::provisioning::BatchWindows;
+use nodewright::sim::sandbox::{CloudChoice, Sandbox, SandboxSettings};
+
+use crate::moto::{moto, moto_clients};
+
+const LABEL: &str = "sandbox-aws";
+
+fn tagged(kind: ResourceType) -> TagSpecification {
+    TagSpecification::builder()
+        .resource_type(kind)
+        .tags(Tag::builder().key("discovery").value(LABEL).build())
+        .build()
+}
+
+/// A subnet and a security group tagged `discovery=sandbox-aws`, the node
+/// role, and an image tagged `team=sandbox-aws`.
+async fn network(clients: &AwsClients) {
+    let ec2 = &clients.ec2;
+    let vpc = ec2
+        .create_vpc()
+        .cidr_block("10.77.0.0/16")
+        .send()
+        .await
+        .unwrap()
+        .vpc
+        .unwrap()
+        .vpc_id
+        .unwrap();
+    ec2.create_subnet()
+        .vpc_id(&vpc)
+        .cidr_block("10.77.0.0/20")
+        .availability_zone("us-east-1a")
+        .tag_specifications(tagged(ResourceType::Subnet))
+        .send()
+        .await
+        .unwrap();
+    ec2.create_security_group()
+        .vpc_id(&vpc)
+        .group_name("sandbox-aws-nodes")
+        .description("nodes")
+        .tag_specifications(tagged(ResourceType::SecurityGroup))
+        .send()
+        .await
+        .unwrap();
+    let trust = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
+    clients
+        .iam
+        .create_role()
+        .role_name("SandboxAwsNodeRole")
+        .assume_role_policy_document(trust)
+        .send()
+        .await
+        .unwrap();
+    crate::amis::register(
+        clients,
+        "sandbox-aws-al2023",
+        ArchitectureValues::X8664,
+        &[("team", LABEL)],
+    )
+    .await;
+}
+
+const MANIFESTS: &str = r#"
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: general}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements:
+      - {key: node.kubernetes.io/instance-type, operator: In, values: [m5.large]}
+      - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: default}
+spec:
+  role: SandboxAwsNodeRole
+  amiFamily: AL2023
+  amiSelectorTerms: [{tags: {team: sandbox-aws}}]
+  subnetSelectorTerms: [{tags: {discovery: sandbox-aws}}]
+  securityGroupSelectorTerms: [{tags: {discovery: sandbox-aws}}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - name: app
+        image: public.ecr.aws/nginx/nginx:1.27
+        resources: {requests: {cpu: 500m, memory: 1Gi}}
+"#;
+
+async fn eventually<T, Fut: std::future::Future<Output = Option<T>>>(
+    what: &str,
+    mut check: impl FnMut() -> Fut,
+) -> T {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(found) = check().await {
+            return found;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deployment_runs_on_instances_launched_in_moto() {
+    // NODEWRIGHT_TEST_LOG=1 prints what the sandbox does (to stderr, uncaptured).
+    if std::env::var_os("NODEWRIGHT_TEST_LOG").is_some() {
+        nodewright::sim::sandbox::log::init(nodewright::sim::sandbox::log::LogFormat::Text);
+    }
+    let clients = moto_clients().await;
+    network(&clients).await;
+    let dir = std::env::temp_dir().join(format!("nodewright-sandbox-aws-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("all.yaml"), MANIFESTS).unwrap();
+    let sandbox = Sandbox::start(
+        SandboxSettings {
+            manifests: vec![dir.clone()],
+            cloud: CloudChoice::Aws,
+            cluster_name: "sandbox-aws".to_string(),
+            aws: AwsSettings {
+                region: None,
+                endpoint_url: Some(moto().endpoint.clone()),
+                credentials: Some(aws_sdk_ec2::config::Credentials::new(
+                    "testing", "testing", None, None, "moto",
+                )),
+            },
+            kubelet_poll: Duration::from_millis(100),
+            batch: BatchWindows {
+                idle: Duration::from_millis(100),
+                max: Duration::from_secs(1),
+            },
+            ..SandboxSettings::default()
+        }
+        .with_register_delay(Duration::ZERO),
+    )
+    .await
+    .unwrap();
+    let client = sandbox.client();
+
+    let classes: Api<EC2NodeClass> = Api::all(client.clone());
+    eventually("the class Ready from moto's resources", || async {
+        let class = classes.get("default").await.ok()?;
+        let status = class.status?;
+        let ready = status
+            .conditions
+            .iter()
+            .flatten()
+            .any(|c| c.type_ == "Ready" && c.is_true());
+        ready.then_some(())
+    })
+    .await;
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let running = eventually("2 web pods Running", || async {
+        let list = pods
+            .list(&ListParams::default().labels("app=web"))
+            .await
+            .ok()?
+            .items;
+        let all = list.len() == 2
+            && list
+                .iter()
+                .all(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"));
+        all.then_some(list)
+    })
+    .await;
+    assert!(
+        running
+            .iter()
+            .all(|p| p.spec.as_ref().unwrap().node_name.is_some())
+    );
+
+    let claims: Api<NodeClaim> = Api::all(client.clone());
+    let claim = claims
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .remove(0);
+    let provider_id = claim.status.as_ref().unwrap().provider_id.clone().unwrap();
+    let instance = provider_id.rsplit('/').next().unwrap().to_string();
+    assert!(instance.starts_with("i-"), "{provider_id}");
+    let described = clients
+        .ec2
+        .describe_instances()
+        .instance_ids(&instance)
+        .send()
+        .await
+        .unwrap();
+    let ec2 = &described.reservations()[0].instances()[0];
+    assert_eq!(ec2.instance_type().unwrap().as_str(), "m5.large");
+    assert!(
+        ec2.tags()
+            .iter()
+            .any(|t| t.key() == Some("kubernetes.io/cluster/sandbox-aws")),
+        "{:?}",
+        ec2.tags()
+    );
+
+    claims
+        .delete(claim.metadata.name.as_deref().unwrap(), &Default::default())
+        .await
+        .unwrap();
+    eventually("the instance terminated in moto", || async {
+        let described = clients
+            .ec2
+            .describe_instances()
+            .instance_ids(&instance)
+            .send()
+            .await
+            .ok()?;
+        let state = described.reservations()[0].instances()[0]
+            .state()?
+            .name()?
+            .clone();
+        matches!(
+            state,
+            InstanceStateName::ShuttingDown | InstanceStateName::Terminated
+        )
+        .then_some(())
+    })
+    .await;
+
+    sandbox.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+    // Instances launched again for the still-pending pods are terminated
+    // when the sandbox stops.
+    let left = clients
+        .ec2
+        .describe_instances()
+        .filters(
+            aws_sdk_ec2::types::Filter::builder()
+                .name("tag:eks:eks-cluster-name")
+                .values("sandbox-aws")
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let running: Vec<_> = left
+        .reservations()
+        .iter()
+        .flat_map(|r| r.instances())
+        .filter(|i| {
+            !matches!(
+                i.state().and_then(|s| s.name()),
+                Some(InstanceStateName::ShuttingDown | InstanceStateName::Terminated)
+            )
+        })
+        .filter_map(|i| i.instance_id())
+        .collect();
+    assert!(running.is_empty(), "left running: {running:?}");
+}

@@ -1,6 +1,6 @@
 //! A cluster for controller tests: the API server double, the cluster
 //! state, and the simulated cloud, with an EC2NodeClass whose status lets
-//! launches work; NodeClaim and Node builders.
+//! launches work; NodeClaim and Node builders; a poll-until helper.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -175,4 +175,24 @@ pub fn node_for(claim: &NodeClaim, ready: bool, taints: serde_json::Value) -> No
         }
     }))
     .unwrap()
+}
+
+/// Polls `check` every 50 ms until it returns `Some`; fails naming `what`
+/// after `limit`.
+pub async fn eventually_within<T, F, Fut>(what: &str, limit: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        if let Some(found) = check().await {
+            return found;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

@@ -104,22 +104,12 @@ fn fast(manifests: &Manifests) -> SandboxSettings {
 }
 
 /// Polls `check` until it returns `Some`, for at most a minute.
-async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+async fn eventually<T, F, Fut>(what: &str, check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
 {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(found) = check().await {
-            return found;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    crate::fixture::eventually_within(what, Duration::from_secs(60), check).await
 }
 
 fn running(pod: &Pod) -> bool {

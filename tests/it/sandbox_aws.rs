@@ -112,22 +112,13 @@ spec:
         resources: {requests: {cpu: 500m, memory: 1Gi}}
 "#;
 
+/// Polls `check` until it returns `Some`; moto is one process shared by
+/// every test running at once, so the bound is generous.
 async fn eventually<T, Fut: std::future::Future<Output = Option<T>>>(
     what: &str,
-    mut check: impl FnMut() -> Fut,
+    check: impl FnMut() -> Fut,
 ) -> T {
-    // moto is one process shared by every test running at once: generous.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(150);
-    loop {
-        if let Some(found) = check().await {
-            return found;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    crate::fixture::eventually_within(what, Duration::from_secs(150), check).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

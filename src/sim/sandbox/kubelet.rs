@@ -103,13 +103,19 @@ impl Kubelet {
         }
     }
 
-    /// The NodeClaim in the API launched as `provider_id`, with capacity.
-    fn launched_claim(&self, provider_id: &str) -> Option<Arc<NodeClaim>> {
-        self.state.node_claims.all().into_iter().find(|c| {
-            c.status.as_ref().is_some_and(|s| {
-                s.provider_id.as_deref() == Some(provider_id) && s.capacity.is_some()
+    /// The NodeClaims in the API that launched and know their capacity, by
+    /// provider ID.
+    fn launched_claims(&self) -> BTreeMap<String, Arc<NodeClaim>> {
+        self.state
+            .node_claims
+            .all()
+            .into_iter()
+            .filter_map(|claim| {
+                let status = claim.status.as_ref()?;
+                status.capacity.as_ref()?;
+                Some((status.provider_id.clone()?, claim.clone()))
             })
-        })
+            .collect()
     }
 
     /// Does what is due now; returns how long until the next step is due.
@@ -124,6 +130,7 @@ impl Kubelet {
         let now = Instant::now();
         let mut next = Duration::MAX;
         let mut live = BTreeSet::new();
+        let known_claims = self.launched_claims();
         for claim in &launched {
             let Some(provider_id) = claim.status.as_ref().and_then(|s| s.provider_id.clone())
             else {
@@ -134,13 +141,13 @@ impl Kubelet {
             // cloud does not report capacity (EC2 instances): a real kubelet
             // knows its machine; this one reads it from the launched claim,
             // and waits for it.
-            let known = self.launched_claim(&provider_id);
+            let known = known_claims.get(&provider_id);
             let reported = claim.status.as_ref().is_some_and(|s| s.capacity.is_some());
             if known.is_none() && !reported {
                 next = next.min(self.settings.poll);
                 continue;
             }
-            let claim = known.as_deref().unwrap_or(claim);
+            let claim = known.map(|c| c.as_ref()).unwrap_or(claim);
             self.instances
                 .entry(provider_id.clone())
                 .or_insert_with(|| Instance {

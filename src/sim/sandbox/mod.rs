@@ -321,7 +321,7 @@ impl Sandbox {
         tasks.spawn(binder.run());
         tracing::info!(
             url = %format!("http://{address}"),
-            cloud = if simulated.is_some() { "simulated" } else { "aws" },
+            cloud = cloud.name(),
             region = %settings.region,
             "sandbox running"
         );

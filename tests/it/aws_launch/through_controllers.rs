@@ -14,6 +14,10 @@ use nodewright::sim::apiserver::ApiServer;
 use serde_json::json;
 
 use super::*;
+use crate::fixture::eventually_within;
+
+/// How long each step may take.
+const WAIT: Duration = Duration::from_secs(30);
 
 const POOL: &str = r#"
 apiVersion: karpenter.sh/v1
@@ -27,20 +31,6 @@ spec:
       - {key: node.kubernetes.io/instance-type, operator: In, values: [m5.large]}
       - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
 "#;
-
-async fn poll<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(found) = check().await {
-            return found;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{what} did not happen"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
 
 #[tokio::test]
 async fn a_pending_pod_launches_an_instance_in_moto_and_its_deletion_terminates_it() {
@@ -125,7 +115,7 @@ async fn a_pending_pod_launches_an_instance_in_moto_and_its_deletion_terminates_
     ));
 
     let claims: Api<NodeClaim> = Api::all(client.clone());
-    let launched = poll("a launched NodeClaim", async || {
+    let launched = eventually_within("a launched NodeClaim", WAIT, || async {
         let list = claims.list(&Default::default()).await.ok()?;
         list.items
             .into_iter()
@@ -166,7 +156,7 @@ async fn a_pending_pod_launches_an_instance_in_moto_and_its_deletion_terminates_
         .delete(&name, &DeleteParams::default())
         .await
         .unwrap();
-    poll("the instance terminated", async || {
+    eventually_within("the instance terminated", WAIT, || async {
         let state = describe(&clients, &id).await.state?.name?;
         matches!(
             state,
@@ -175,7 +165,7 @@ async fn a_pending_pod_launches_an_instance_in_moto_and_its_deletion_terminates_
         .then_some(())
     })
     .await;
-    poll("the NodeClaim finalized", async || {
+    eventually_within("the NodeClaim finalized", WAIT, || async {
         claims.get_opt(&name).await.ok()?.is_none().then_some(())
     })
     .await;

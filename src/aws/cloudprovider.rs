@@ -41,7 +41,8 @@ use crate::cloudprovider::launch::{
 };
 use crate::cloudprovider::{
     CloudProvider, CloudProviderError, DriftReason, InstanceTypeSource, LaunchableTypes,
-    NodeClassContext, RepairPolicy, UnavailableOfferings, node_class_hash_drifted,
+    NodeClassContext, RepairPolicy, UnavailableOfferings, launchable_off_thread,
+    node_class_hash_drifted,
 };
 use crate::scheduling::{CapacityType, InstanceType, Offering, node_pool::node_claim_requirements};
 
@@ -86,13 +87,7 @@ impl AwsCloudProvider {
         pool: String,
         class: &NodeClassContext,
     ) -> Result<Arc<LaunchableTypes>, CloudProviderError> {
-        let (types, class) = (self.types.clone(), class.clone());
-        tokio::task::spawn_blocking(move || types.launchable(&pool, &class))
-            .await
-            .map_err(|e| CloudProviderError::Api {
-                operation: "instance types",
-                source: Box::new(e),
-            })
+        launchable_off_thread(&self.types, pool, class).await
     }
 
     /// Tags of the launch templates: `spec.tags` and the cluster, class and

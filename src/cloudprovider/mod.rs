@@ -76,6 +76,22 @@ pub trait InstanceTypeSource: Send + Sync {
     fn launchable(&self, pool: &str, class: &NodeClassContext) -> Arc<LaunchableTypes>;
 }
 
+/// [`InstanceTypeSource::launchable`] off the async threads: resolving and
+/// running a class's extension modules is blocking work.
+pub async fn launchable_off_thread(
+    types: &Arc<dyn InstanceTypeSource>,
+    pool: String,
+    class: &NodeClassContext,
+) -> Result<Arc<LaunchableTypes>, CloudProviderError> {
+    let (types, class) = (types.clone(), class.clone());
+    tokio::task::spawn_blocking(move || types.launchable(&pool, &class))
+        .await
+        .map_err(|e| CloudProviderError::Api {
+            operation: "instance types",
+            source: Box::new(e),
+        })
+}
+
 /// Why a launched node no longer matches what its NodePool and EC2NodeClass
 /// would launch today (the NodeClaim's `Drifted` condition reason).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

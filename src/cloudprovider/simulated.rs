@@ -14,7 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use super::launch::{Launched, image_for, launch_options, launched_node_claim, provider_id};
 use super::{
     CloudProvider, CloudProviderError, DriftReason, InstanceTypeSource, LaunchableTypes,
-    NodeClassContext, OfferingKey, RepairPolicy, UnavailableOfferings,
+    NodeClassContext, OfferingKey, RepairPolicy, UnavailableOfferings, launchable_off_thread,
 };
 use crate::apis::labels::NODE_POOL_LABEL_KEY;
 use crate::apis::{NodeClaim, NodePool};
@@ -115,13 +115,7 @@ impl SimulatedCloudProvider {
         pool: String,
         class: &NodeClassContext,
     ) -> Result<Arc<LaunchableTypes>, CloudProviderError> {
-        let (types, class) = (self.types.clone(), class.clone());
-        tokio::task::spawn_blocking(move || types.launchable(&pool, &class))
-            .await
-            .map_err(|e| CloudProviderError::Api {
-                operation: "instance types",
-                source: Box::new(e),
-            })
+        launchable_off_thread(&self.types, pool, class).await
     }
 }
 

@@ -25,7 +25,7 @@ use crate::apis::labels::{
 };
 use crate::apis::{ConditionStatus, NodeClaim};
 use crate::controllers::ControllerError;
-use crate::controllers::nodeclaim::{NodeClaimContext, node_claim_of};
+use crate::controllers::nodeclaim::{NodeClaimContext, node_claim_of, patch_conditions};
 
 /// How often a terminating instance is checked again.
 const TERMINATING_POLL: Duration = Duration::from_secs(5);
@@ -294,19 +294,7 @@ async fn set_claim_condition(
     if !set_condition(&mut conditions, type_, status, reason, reason, None) {
         return Ok(());
     }
-    let patch = serde_json::json!({"status": {"conditions": conditions}});
-    match Api::<NodeClaim>::all(ctx.client.clone())
-        .patch_status(
-            &claim.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-        Err(error) => Err(error.into()),
-    }
+    patch_conditions(ctx, &claim.name_any(), &conditions).await
 }
 
 async fn publish(ctx: &NodeClaimContext, node: &Node, reason: &str, note: &str) {

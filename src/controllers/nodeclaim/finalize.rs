@@ -11,7 +11,7 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
 
-use super::{NodeClaimContext, nodes_of};
+use super::{NodeClaimContext, nodes_of, patch_conditions};
 use crate::apis::ConditionStatus;
 use crate::apis::NodeClaim;
 use crate::apis::conditions::{NODE_CLAIM_INSTANCE_TERMINATING, set_condition};
@@ -123,17 +123,5 @@ async fn mark_terminating(
     ) {
         return Ok(());
     }
-    let patch = serde_json::json!({"status": {"conditions": conditions}});
-    match Api::<NodeClaim>::all(ctx.client.clone())
-        .patch_status(
-            &claim.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        Err(error) => Err(error.into()),
-    }
+    patch_conditions(ctx, &claim.name_any(), conditions).await
 }

@@ -8,12 +8,12 @@ use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 
-use super::{NodeClaimContext, nodes_of};
+use super::{NodeClaimContext, conditions_mut, nodes_of};
 use crate::apis::conditions::{
     NODE_CLAIM_INITIALIZED, NODE_CLAIM_REGISTERED, is_condition_true, set_condition,
 };
 use crate::apis::labels::NODE_INITIALIZED_LABEL_KEY;
-use crate::apis::{ConditionStatus, NodeClaim, NodeClaimStatus};
+use crate::apis::{ConditionStatus, NodeClaim};
 use crate::controllers::ControllerError;
 use crate::scheduling::taints::is_known_ephemeral;
 use crate::scheduling::{Resources, convert::taint_from_k8s};
@@ -57,11 +57,7 @@ pub async fn initialize(
             )
             .await?;
     }
-    let conditions = claim
-        .status
-        .get_or_insert_with(NodeClaimStatus::default)
-        .conditions
-        .get_or_insert_with(Vec::new);
+    let conditions = conditions_mut(claim);
     set_condition(
         conditions,
         NODE_CLAIM_INITIALIZED,
@@ -75,11 +71,7 @@ pub async fn initialize(
 }
 
 fn set(claim: &mut NodeClaim, reason: &str, message: &str) {
-    let conditions = claim
-        .status
-        .get_or_insert_with(NodeClaimStatus::default)
-        .conditions
-        .get_or_insert_with(Vec::new);
+    let conditions = conditions_mut(claim);
     set_condition(
         conditions,
         NODE_CLAIM_INITIALIZED,

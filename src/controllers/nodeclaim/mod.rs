@@ -14,13 +14,15 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::Client;
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::Recorder;
 
 pub use lifecycle::{reconcile, run};
 
-use crate::apis::NodeClaim;
+use crate::apis::{Condition, NodeClaim, NodeClaimStatus};
 use crate::cloudprovider::CloudProvider;
 use crate::cluster::ClusterState;
+use crate::controllers::ControllerError;
 
 /// A NodeClaim that has not registered this long after it launched is
 /// deleted, and its pods provisioned again (Karpenter: 15 minutes).
@@ -39,6 +41,33 @@ pub struct NodeClaimContext {
     pub cloud: Arc<dyn CloudProvider>,
     /// Publishes events as `nodewright`.
     pub recorder: Recorder,
+}
+
+/// Writes `conditions` as NodeClaim `name`'s status conditions (a merge
+/// patch of the status); a claim that is already gone is not an error.
+pub async fn patch_conditions(
+    ctx: &NodeClaimContext,
+    name: &str,
+    conditions: &[Condition],
+) -> Result<(), ControllerError> {
+    let patch = serde_json::json!({"status": {"conditions": conditions}});
+    match Api::<NodeClaim>::all(ctx.client.clone())
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// A claim's status conditions, created empty when it has none yet.
+fn conditions_mut(claim: &mut NodeClaim) -> &mut Vec<Condition> {
+    claim
+        .status
+        .get_or_insert_with(NodeClaimStatus::default)
+        .conditions
+        .get_or_insert_with(Vec::new)
 }
 
 /// The Nodes that stand for `claim`: those with its provider ID.

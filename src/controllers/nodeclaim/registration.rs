@@ -10,7 +10,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType};
 use kube::{Resource, ResourceExt};
 
-use super::{NodeClaimContext, nodes_of};
+use super::{NodeClaimContext, conditions_mut, nodes_of};
 use crate::apis::conditions::{NODE_CLAIM_REGISTERED, is_condition_true, set_condition};
 use crate::apis::labels::{
     NODE_DO_NOT_SYNC_TAINTS_LABEL_KEY, NODE_REGISTERED_LABEL_KEY, TERMINATION_FINALIZER,
@@ -114,11 +114,7 @@ pub async fn register(
 }
 
 fn set_unregistered(claim: &mut NodeClaim, status: ConditionStatus, reason: &str, message: &str) {
-    let conditions = claim
-        .status
-        .get_or_insert_with(NodeClaimStatus::default)
-        .conditions
-        .get_or_insert_with(Vec::new);
+    let conditions = conditions_mut(claim);
     set_condition(
         conditions,
         NODE_CLAIM_REGISTERED,

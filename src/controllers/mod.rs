@@ -20,6 +20,7 @@ use crate::aws::clients::AwsClients;
 use crate::aws::dry_run::DryRunProvider;
 use crate::aws::instance_profile::InstanceProfileProvider;
 use crate::aws::instance_types::InstanceTypeProvider;
+use crate::aws::launch_template::LaunchTemplateProvider;
 use crate::aws::security_groups::SecurityGroupProvider;
 use crate::aws::subnets::SubnetProvider;
 
@@ -49,6 +50,8 @@ pub struct Context {
     pub security_groups: SecurityGroupProvider,
     /// Makes and finds instance profiles.
     pub instance_profiles: InstanceProfileProvider,
+    /// Deletes a deleted class's launch templates.
+    pub launch_templates: LaunchTemplateProvider,
     /// Finds capacity reservations and keeps their free counts (shared
     /// with `instance_types`).
     pub capacity_reservations: CapacityReservationProvider,
@@ -86,6 +89,7 @@ impl Context {
             subnets: SubnetProvider::new(aws.ec2.clone()),
             security_groups: SecurityGroupProvider::new(aws.ec2.clone()),
             instance_profiles: InstanceProfileProvider::new(aws.iam.clone()),
+            launch_templates: LaunchTemplateProvider::new(aws.ec2.clone(), &settings.cluster_name),
             capacity_reservations: CapacityReservationProvider::new(aws.ec2.clone(), availability),
             dry_run: DryRunProvider::new(aws.ec2.clone()),
             instance_types,
@@ -110,6 +114,12 @@ pub enum ControllerError {
     /// A cloud provider call failed; retried.
     #[error("cloud provider: {0}")]
     Cloud(#[from] crate::cloudprovider::CloudProviderError),
+    /// Deleting a class's launch templates failed; retried.
+    #[error("{0}")]
+    LaunchTemplate(#[from] crate::aws::launch_template::LaunchTemplateError),
+    /// Listing or deleting a class's instance profiles failed; retried.
+    #[error("{0}")]
+    InstanceProfile(#[from] crate::aws::instance_profile::InstanceProfileError),
     /// A blocking extension task panicked or was cancelled.
     #[error("extension task: {0}")]
     Task(#[from] tokio::task::JoinError),

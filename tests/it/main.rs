@@ -18,6 +18,7 @@ mod moto;
 mod node_termination;
 mod nodeclaim_lifecycle;
 mod nodeclass;
+mod nodeclass_termination;
 mod nodepool;
 mod operator;
 mod pricing;

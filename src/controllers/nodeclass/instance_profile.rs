@@ -4,7 +4,7 @@
 //! profile holds the role. When there is none yet, or `spec.role` changed,
 //! a new profile is made for the role (Karpenter's name, path and tags) and
 //! the status points at it; the old profile stays for the nodes that use it
-//! until the garbage collector deletes it. With `spec.instanceProfile`, the
+//! until the class is deleted (see `termination`). With `spec.instanceProfile`, the
 //! profile is used as given once IAM confirms it exists.
 //!
 //! `False` reasons: `RoleNotFound` (names `spec.role`),

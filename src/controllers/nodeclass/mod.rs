@@ -20,9 +20,12 @@
 //! status and condition as they were. [`events`] are published when a
 //! condition changes.
 //!
-//! Classes are reconciled when they or their NodePools change, every 5
-//! minutes while `Ready`, and every minute while not (or sooner when a
-//! capacity reservation ends or a lookup hit a fault).
+//! Classes are reconciled when they or their NodePools change, when one of
+//! their NodeClaims is deleted, every 5 minutes while `Ready`, and every
+//! minute while not (or sooner when a capacity reservation ends or a lookup
+//! hit a fault). [`termination`] keeps a finalizer on every class and,
+//! when a class is deleted, removes its launch templates and instance
+//! profiles once no NodeClaim uses it.
 
 mod ami;
 mod capacity_reservations;
@@ -34,12 +37,13 @@ mod placement_group;
 mod readiness;
 mod security_groups;
 mod subnets;
+pub mod termination;
 mod validation;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
@@ -50,7 +54,7 @@ use tracing::Instrument;
 
 use super::{Context, ControllerError};
 use crate::apis::conditions::{READY, find_condition};
-use crate::apis::{Condition, EC2NodeClass, EC2NodeClassStatus, NodePool};
+use crate::apis::{Condition, EC2NodeClass, EC2NodeClassStatus, NodeClaim, NodePool};
 
 pub use capacity_reservations::{EXPIRING_WINDOW, to_status as capacity_reservation_status};
 pub use conditions::{Resolved, Stamp};
@@ -88,9 +92,21 @@ impl Reconciled {
 pub async fn run(context: Arc<Context>) {
     let classes: Api<EC2NodeClass> = Api::all(context.client.clone());
     let pools: Api<NodePool> = Api::all(context.client.clone());
+    let claims: Api<NodeClaim> = Api::all(context.client.clone());
+    // Only deletions: a class being deleted waits for its last claim.
+    let deleted_claims =
+        watcher(claims, watcher::Config::default()).try_filter_map(|event| async move {
+            Ok(match event {
+                watcher::Event::Delete(claim) => Some(claim),
+                _ => None,
+            })
+        });
     Controller::new(classes, watcher::Config::default())
         .watches(pools, watcher::Config::default(), |pool: NodePool| {
             Some(ObjectRef::new(&pool.spec.template.spec.node_class_ref.name))
+        })
+        .watches_stream(deleted_claims, |claim: NodeClaim| {
+            Some(ObjectRef::new(&claim.spec.node_class_ref.name))
         })
         .shutdown_on_signal()
         .run(reconcile, error_policy, context)
@@ -108,6 +124,14 @@ async fn reconcile(
     context: Arc<Context>,
 ) -> Result<Action, ControllerError> {
     if class.metadata.deletion_timestamp.is_some() {
+        return Ok(match termination::finalize(&context, &class).await? {
+            termination::Finalized::Waiting(_) => Action::requeue(termination::WAITING_REQUEUE),
+            termination::Finalized::Done { .. } | termination::Finalized::NotOurs => {
+                Action::await_change()
+            }
+        });
+    }
+    if !termination::ensure_finalizer(&context, &class).await? {
         return Ok(Action::await_change());
     }
     Ok(match reconcile_node_class(&context, &class).await? {

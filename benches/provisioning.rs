@@ -59,6 +59,7 @@ enum Logged {
         pending: u64,
         created: u64,
         unschedulable: u64,
+        prepare_ms: u64,
         solve_ms: u64,
     },
 }
@@ -104,6 +105,7 @@ impl<S: tracing::Subscriber> Layer<S> for Capture {
                 pending: number("pending"),
                 created: number("created"),
                 unschedulable: number("unschedulable"),
+                prepare_ms: number("prepare_ms"),
                 solve_ms: number("solve_ms"),
             },
             _ => return,
@@ -342,6 +344,7 @@ async fn burst(count: usize, windows: BatchWindows, report: bool) -> Duration {
                 pending,
                 created,
                 unschedulable,
+                prepare_ms,
                 solve_ms,
             } => {
                 assert_eq!(unschedulable, 0, "pods left unschedulable in a round");
@@ -350,7 +353,8 @@ async fn burst(count: usize, windows: BatchWindows, report: bool) -> Duration {
                     latencies.push(placed - *created);
                     tail = at - *became_pending;
                 }
-                rounds.push((at - start, pending, created, solve_ms, placed - first));
+                let timings = (prepare_ms, solve_ms, placed - first);
+                rounds.push((at - start, pending, created, timings));
             }
         }
     }
@@ -368,9 +372,9 @@ async fn burst(count: usize, windows: BatchWindows, report: bool) -> Duration {
             "pod created -> its NodeClaim created: p50 {p50:?}, p99 {p99:?}, max {max:?}; {claims} NodeClaims, {} rounds",
             rounds.len()
         );
-        for (end, pending, created, solve_ms, creating) in &rounds {
+        for (end, pending, created, (prepare_ms, solve_ms, creating)) in &rounds {
             println!(
-                "  round ending {end:?} after the first pod: {pending} pods, {created} NodeClaims, solve {solve_ms} ms, creating the NodeClaims {creating:?}"
+                "  round ending {end:?} after the first pod: {pending} pods, {created} NodeClaims, input {prepare_ms} ms, solve {solve_ms} ms, creating the NodeClaims {creating:?}"
             );
         }
         let beyond = tail.saturating_sub(idle);

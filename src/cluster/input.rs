@@ -8,7 +8,7 @@
 //! an [`InputError`]; `simulate` stops on the first, a controller reports
 //! them and provisions the rest.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod as K8sPod};
@@ -127,7 +127,7 @@ pub fn scheduler_input(
     }
 
     let mut pending = Vec::new();
-    let mut bound: BTreeMap<String, Vec<K8sPod>> = BTreeMap::new();
+    let mut bound: BTreeMap<String, Vec<&K8sPod>> = BTreeMap::new();
     for pod in snapshot.pods.iter().filter(|p| is_active(p)) {
         let node = pod
             .spec
@@ -135,7 +135,7 @@ pub fn scheduler_input(
             .and_then(|s| s.node_name.clone())
             .or_else(|| snapshot.nominated.get(&pod_key(pod)).cloned());
         match node {
-            Some(node) => bound.entry(node).or_default().push(K8sPod::clone(pod)),
+            Some(node) => bound.entry(node).or_default().push(pod.as_ref()),
             None if owned_by_daemon_set(pod) => {}
             None => match convert::pod_from_k8s(pod) {
                 Ok(pod) => pending.push(pod),
@@ -154,10 +154,11 @@ pub fn scheduler_input(
         }
     }
     let mut in_flight = Vec::new();
+    let registered = Registered::of(snapshot);
     for claim in snapshot
         .node_claims
         .iter()
-        .filter(|c| !registered(snapshot, c))
+        .filter(|c| !registered.has_node(c))
     {
         let name = claim.metadata.name.clone().unwrap_or_default();
         let pods = bound.remove(&name).unwrap_or_default();
@@ -311,16 +312,41 @@ fn owned_by_daemon_set(pod: &K8sPod) -> bool {
         .any(|o| o.kind == "DaemonSet" && o.controller == Some(true))
 }
 
-/// Whether a Node stands for `claim` (by `status.nodeName` or provider ID).
-fn registered(snapshot: &ClusterSnapshot, claim: &NodeClaim) -> bool {
-    let status = claim.status.as_ref();
-    let node_name = status.and_then(|s| s.node_name.as_deref());
-    let provider_id = status.and_then(|s| s.provider_id.as_deref());
-    snapshot.nodes.iter().any(|node| {
-        node_name.is_some() && node.metadata.name.as_deref() == node_name
-            || provider_id.is_some()
-                && node.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == provider_id
-    })
+/// The names and provider IDs of the snapshot's Nodes, to tell which
+/// NodeClaims have registered without comparing each claim with each node.
+struct Registered<'a> {
+    names: HashSet<&'a str>,
+    provider_ids: HashSet<&'a str>,
+}
+
+impl<'a> Registered<'a> {
+    fn of(snapshot: &'a ClusterSnapshot) -> Self {
+        let names = snapshot
+            .nodes
+            .iter()
+            .filter_map(|n| n.metadata.name.as_deref())
+            .collect();
+        let provider_ids = snapshot
+            .nodes
+            .iter()
+            .filter_map(|n| n.spec.as_ref()?.provider_id.as_deref())
+            .collect();
+        Registered {
+            names,
+            provider_ids,
+        }
+    }
+
+    /// Whether a Node stands for `claim` (by `status.nodeName` or provider ID).
+    fn has_node(&self, claim: &NodeClaim) -> bool {
+        let status = claim.status.as_ref();
+        status
+            .and_then(|s| s.node_name.as_deref())
+            .is_some_and(|name| self.names.contains(name))
+            || status
+                .and_then(|s| s.provider_id.as_deref())
+                .is_some_and(|id| self.provider_ids.contains(id))
+    }
 }
 
 /// A NodeClaim without a Node, as the node it will become. Launched, it
@@ -331,7 +357,7 @@ fn registered(snapshot: &ClusterSnapshot, claim: &NodeClaim) -> bool {
 /// between creating the claim and launching it). Its requests count against
 /// its NodePool's limits either way, and pods nominated to it count where
 /// they will run.
-fn in_flight_node(claim: &NodeClaim, pods: &[K8sPod]) -> Result<ExistingNode, ConvertError> {
+fn in_flight_node(claim: &NodeClaim, pods: &[&K8sPod]) -> Result<ExistingNode, ConvertError> {
     let name = claim.metadata.name.clone().unwrap_or_default();
     let object = format!("NodeClaim {name}");
     let parse = |field: &str, list: Option<&BTreeMap<String, Quantity>>| {
@@ -384,7 +410,7 @@ fn in_flight_node(claim: &NodeClaim, pods: &[K8sPod]) -> Result<ExistingNode, Co
         allocatable,
         pods: pods
             .iter()
-            .map(convert::pod_from_k8s)
+            .map(|p| convert::pod_from_k8s(p))
             .collect::<Result<_, _>>()?,
         initialized: false,
         marked_for_deletion: claim.metadata.deletion_timestamp.is_some(),

@@ -331,6 +331,19 @@ impl ClusterState {
     }
 }
 
+/// `object` as the store holds it, so a change waiting in the feed is not a
+/// second copy of a stored object; `object` itself when it is no longer
+/// stored (a deleted object).
+fn shared<K>(store: &Store<K>, object: K) -> Arc<K>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    match store.get(&reflector::ObjectRef::from_obj(&object)) {
+        Some(stored) if stored.resource_version() == object.resource_version() => stored,
+        _ => Arc::new(object),
+    }
+}
+
 /// A store and change feed for `api`'s kind, and the future that drives its watch.
 fn watched<K>(api: Api<K>, drivers: &mut Vec<StateDriver>) -> Watched<K>
 where
@@ -339,18 +352,39 @@ where
     let (store, writer) = reflector::store();
     let (changes, _) = broadcast::channel(CHANGE_BUFFER);
     let sender = changes.clone();
+    let stored = store.clone();
     let stream = watcher(api, watcher::Config::default())
         .default_backoff()
         .modify(|object: &mut K| object.managed_fields_mut().clear())
-        .reflect(writer)
-        .touched_objects();
+        .reflect(writer);
     drivers.push(Box::pin(async move {
         let mut stream = std::pin::pin!(stream);
+        // What the store held when a (re)list began: after it, whatever the
+        // list no longer holds is sent as deleted.
+        let mut before_list: Vec<Arc<K>> = Vec::new();
         while let Some(event) = stream.next().await {
+            // Nobody listening is fine: the store is updated all the same.
             match event {
-                // Nobody listening is fine: the store is updated all the same.
-                Ok(object) => {
-                    let _ = sender.send(Arc::new(object));
+                Ok(watcher::Event::Apply(object) | watcher::Event::Delete(object)) => {
+                    let _ = sender.send(shared(&stored, object));
+                }
+                Ok(watcher::Event::Init) => before_list = stored.state(),
+                // Listed objects are sent once the store holds the whole
+                // list: a subscriber that falls behind and reads the store
+                // instead then sees the list, not the store before it.
+                Ok(watcher::Event::InitApply(_)) => {}
+                Ok(watcher::Event::InitDone) => {
+                    for object in std::mem::take(&mut before_list) {
+                        if stored
+                            .get(&reflector::ObjectRef::from_obj(&*object))
+                            .is_none()
+                        {
+                            let _ = sender.send(object);
+                        }
+                    }
+                    for object in stored.state() {
+                        let _ = sender.send(object);
+                    }
                 }
                 Err(error) => {
                     tracing::warn!(%error, kind = %K::kind(&()), "watch failed; retrying")

@@ -579,7 +579,7 @@ pub fn daemonset_pod_from_k8s(ds: &DaemonSet) -> Result<Pod, ConvertError> {
 
 /// Converts a Node and the pods bound to it. A node without the
 /// `Ready=True` condition is treated as still initializing.
-pub fn node_from_k8s(node: &core::Node, pods: &[core::Pod]) -> Result<ExistingNode, ConvertError> {
+pub fn node_from_k8s(node: &core::Node, pods: &[&core::Pod]) -> Result<ExistingNode, ConvertError> {
     let name = node.metadata.name.clone().unwrap_or_default();
     let object = format!("node {name}");
     let status = node.status.as_ref();
@@ -615,7 +615,10 @@ pub fn node_from_k8s(node: &core::Node, pods: &[core::Pod]) -> Result<ExistingNo
         taints,
         capacity,
         allocatable,
-        pods: pods.iter().map(pod_from_k8s).collect::<Result<_, _>>()?,
+        pods: pods
+            .iter()
+            .map(|p| pod_from_k8s(p))
+            .collect::<Result<_, _>>()?,
         initialized,
         marked_for_deletion: node.metadata.deletion_timestamp.is_some(),
     })

@@ -80,6 +80,8 @@ pub struct Round {
     pub placed_on_existing: usize,
     /// Pods that could not be placed, with the reason.
     pub unschedulable: Vec<(String, String)>,
+    /// How long reading the cluster state into the scheduler's input took.
+    pub prepare: Duration,
     /// How long the solve took.
     pub solve: Duration,
 }
@@ -154,6 +156,7 @@ impl Provisioner {
                         created = round.created.len(),
                         placed_on_existing = round.placed_on_existing,
                         unschedulable = round.unschedulable.len(),
+                        prepare_ms = round.prepare.as_millis() as u64,
                         solve_ms = round.solve.as_millis() as u64,
                         "provisioned"
                     ),
@@ -174,6 +177,7 @@ impl Provisioner {
 
     /// One provisioning round on the cluster state as it is now.
     pub async fn provision(&self) -> Result<Round, ControllerError> {
+        let started = Instant::now();
         let mut snapshot = self.state.snapshot();
         // Only pods kube-scheduler gave up on are placed; other unbound pods
         // are its to place (nominated ones stay: they count where they go).
@@ -193,14 +197,15 @@ impl Provisioner {
         let pools = snapshot.node_pools.clone();
         let (instance_types, options) =
             (self.instance_types.clone(), self.settings.scheduler.clone());
-        let (result, solve, ignored) = tokio::task::spawn_blocking(move || {
+        let (result, prepare, solve, ignored) = tokio::task::spawn_blocking(move || {
             let prepared = scheduler_input(&snapshot, &instance_types, options);
             for problem in &prepared.problems {
                 tracing::warn!(%problem, "left out of provisioning");
             }
-            let started = Instant::now();
+            let prepare = started.elapsed();
             let result = Scheduler::new(prepared.input).solve();
-            (result, started.elapsed(), prepared.problems.len())
+            let solve = started.elapsed() - prepare;
+            (result, prepare, solve, prepared.problems.len())
         })
         .await?;
         record_round(&pending, &result, solve, ignored);
@@ -215,6 +220,7 @@ impl Provisioner {
                 .iter()
                 .map(|e| (e.pod.clone(), e.reason.clone()))
                 .collect(),
+            prepare,
             solve,
         })
     }

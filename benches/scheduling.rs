@@ -193,7 +193,7 @@ fn diverse_input(instance_types: Vec<InstanceType>, pods: Vec<Pod>) -> Scheduler
     SchedulerInput {
         node_pools: vec![NodePoolSpec {
             name: "default".to_string(),
-            instance_types,
+            instance_types: instance_types.into(),
             ..NodePoolSpec::default()
         }],
         pods,

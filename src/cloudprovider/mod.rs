@@ -60,7 +60,7 @@ impl NodeClassContext {
 pub struct LaunchableTypes {
     /// Instance types the filters kept, offerings marked unavailable where
     /// capacity recently ran out.
-    pub instance_types: Vec<InstanceType>,
+    pub instance_types: Arc<Vec<InstanceType>>,
     /// Weighted scorer totals per type (higher first); `None` without scorers.
     pub priority_scores: Option<HashMap<String, i32>>,
     /// Set when the class may not launch (a `failurePolicy: Fail` module

@@ -171,7 +171,7 @@ pub fn scheduler_input(
         // A nomination to a NodeClaim or Node that is gone holds its pods back
         // until it expires; a nodeName naming no node is a problem.
         for pod in pods {
-            let nominated = snapshot.nominated.contains_key(&pod_key(&pod));
+            let nominated = snapshot.nominated.contains_key(&pod_key(pod));
             if !nominated {
                 problems.push(InputError::UnknownNode {
                     pod: pod.metadata.name.clone().unwrap_or_default(),
@@ -224,7 +224,7 @@ fn pool_spec(
         .iter()
         .find(|c| c.metadata.name.as_deref() == Some(reference.name.as_str()));
     let Some(class) = class else {
-        let mut spec = node_pool_spec(pool, Vec::new())?;
+        let mut spec = node_pool_spec(pool, Arc::default())?;
         spec.blocked = Some(format!("EC2NodeClass {:?} not found", reference.name));
         let problem = InputError::MissingNodeClass {
             node_pool: pool_name,
@@ -240,7 +240,7 @@ fn pool_spec(
     ) {
         Ok(outcome) => outcome,
         Err(source) => {
-            let mut spec = node_pool_spec(pool, Vec::new())?;
+            let mut spec = node_pool_spec(pool, Arc::default())?;
             spec.blocked = Some(format!(
                 "EC2NodeClass {class_name:?} cannot be resolved: {source}"
             ));

@@ -57,7 +57,7 @@ pub async fn refresh(state: &Arc<ClusterState>, instance_types: &Arc<InstanceTyp
             else {
                 continue;
             };
-            for it in &outcome.instance_types {
+            for it in outcome.instance_types.iter() {
                 for offering in &it.offerings {
                     let key = labels(&[
                         ("instance_type", &it.name),

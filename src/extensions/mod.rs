@@ -99,7 +99,7 @@ impl Extensions {
         node_class: &EC2NodeClass,
         node_pool: &str,
         catalog: &Catalog,
-        instance_types: Vec<InstanceType>,
+        instance_types: Arc<Vec<InstanceType>>,
         config_maps: &dyn ConfigMapSource,
     ) -> Arc<Outcome> {
         let class_name = node_class.metadata.name.clone().unwrap_or_default();
@@ -152,13 +152,16 @@ impl Extensions {
                 }
                 Ok(verdicts) => {
                     let mut kept = Vec::with_capacity(outcome.instance_types.len());
-                    for (it, verdict) in outcome.instance_types.drain(..).zip(verdicts) {
+                    for (it, verdict) in outcome.instance_types.iter().zip(verdicts) {
                         match verdict {
                             Verdict::Keep => kept.push(it),
-                            Verdict::Drop(reason) => report.dropped.push((it.name, reason)),
+                            Verdict::Drop(reason) => report.dropped.push((it.name.clone(), reason)),
                         }
                     }
-                    outcome.instance_types = kept;
+                    // The list is copied only when a filter dropped a type.
+                    if kept.len() < outcome.instance_types.len() {
+                        outcome.instance_types = Arc::new(kept.into_iter().cloned().collect());
+                    }
                 }
                 Err(message) => fail(&mut outcome, &mut report, message),
             }
@@ -217,7 +220,7 @@ impl Extensions {
             outcome.priority_scores = Some(totals);
         }
         if outcome.blocked.is_some() {
-            outcome.instance_types.clear();
+            outcome.instance_types = Arc::default();
             outcome.priority_scores = None;
             for report in outcome.reports.iter_mut().filter(|r| r.error.is_none()) {
                 report.no_effect = Some(NO_EFFECT_BLOCKED.to_string());

@@ -4,6 +4,7 @@
 //! written here from the reports' data.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use nodewright_host::Role;
@@ -188,8 +189,9 @@ impl ModuleReport {
 /// Instance types after a NodeClass's extensions ran, plus what each module did.
 #[derive(Debug, Clone, Default)]
 pub struct Outcome {
-    /// The instance types the filters kept.
-    pub instance_types: Vec<InstanceType>,
+    /// The instance types the filters kept; shared with the resolved list
+    /// when no filter dropped any.
+    pub instance_types: Arc<Vec<InstanceType>>,
     /// Weighted sum of scorer scores per instance type; `None` without scorers.
     pub priority_scores: Option<HashMap<String, i32>>,
     /// One report per module, in evaluation order.

@@ -1,6 +1,7 @@
 //! What a solve takes in and gives back: plain data, no clients.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use super::instance_type::{CapacityType, InstanceType};
 use super::pod::Pod;
@@ -26,8 +27,9 @@ pub struct NodePoolSpec {
     pub startup_taints: Vec<Taint>,
     /// `spec.limits` by resource name, in [`Resources`] units (cpu in millicores).
     pub limits: BTreeMap<String, i64>,
-    /// Instance types this pool may launch.
-    pub instance_types: Vec<InstanceType>,
+    /// Instance types this pool may launch, shared with the instance-type
+    /// provider's cache rather than copied each round.
+    pub instance_types: Arc<Vec<InstanceType>>,
     /// Optional per-instance-type priority (higher first; ties by price),
     /// e.g. from a priority scorer module. Types missing from the map score 0.
     pub priority_scores: Option<HashMap<String, i32>>,

@@ -3,6 +3,7 @@
 //! provisioning, `simulate` and the cloud providers alike.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use super::convert::{ConvertError, taint_from_k8s};
 use super::input::NodePoolSpec;
@@ -99,7 +100,7 @@ pub fn node_claim_requirements(claim: &NodeClaim) -> Result<Requirements, Conver
 /// pool's extensions and readiness.
 pub fn node_pool_spec(
     pool: &NodePool,
-    instance_types: Vec<InstanceType>,
+    instance_types: Arc<Vec<InstanceType>>,
 ) -> Result<NodePoolSpec, ConvertError> {
     let name = pool.metadata.name.clone().unwrap_or_default();
     let object = format!("NodePool {name:?}");
@@ -183,7 +184,7 @@ spec:
 
     #[test]
     fn a_pool_reads_into_requirements_labels_taints_and_limits() {
-        let spec = node_pool_spec(&pool(POOL), Vec::new()).unwrap();
+        let spec = node_pool_spec(&pool(POOL), Arc::default()).unwrap();
         assert_eq!(spec.name, "general");
         assert_eq!(spec.weight, 10);
         let category = spec
@@ -232,7 +233,7 @@ spec:
     #[test]
     fn a_bad_min_values_names_the_field() {
         let yaml = POOL.replace("minValues: 2", "minValues: 60");
-        let err = node_pool_spec(&pool(&yaml), Vec::new())
+        let err = node_pool_spec(&pool(&yaml), Arc::default())
             .unwrap_err()
             .to_string();
         assert!(

@@ -105,7 +105,7 @@ pub fn plan(
         return Err(problem.into());
     }
     let input = &prepared.input;
-    let pools: BTreeMap<String, Vec<InstanceType>> = input
+    let pools: BTreeMap<String, Arc<Vec<InstanceType>>> = input
         .node_pools
         .iter()
         .map(|p| (p.name.clone(), p.instance_types.clone()))

@@ -3,6 +3,7 @@
 //! The JSON shape is documented in the README and kept stable for scripts.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -224,7 +225,7 @@ impl Plan {
     pub fn new(
         region: &str,
         result: &SchedulingResult,
-        pools: &BTreeMap<String, Vec<InstanceType>>,
+        pools: &BTreeMap<String, Arc<Vec<InstanceType>>>,
         in_flight: &BTreeSet<String>,
         solve_millis: f64,
     ) -> Self {

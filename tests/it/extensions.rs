@@ -48,6 +48,17 @@ spec:
 }
 
 fn outcome(yaml: &str) -> std::sync::Arc<nodewright::extensions::Outcome> {
+    outcome_of_resolved(yaml).0
+}
+
+/// What the extensions made of the class's resolved instance types, and
+/// those types.
+fn outcome_of_resolved(
+    yaml: &str,
+) -> (
+    std::sync::Arc<nodewright::extensions::Outcome>,
+    std::sync::Arc<Vec<nodewright::scheduling::InstanceType>>,
+) {
     let mut manifests = Manifests::default();
     manifests.add_yaml("test.yaml", yaml).unwrap();
     let catalog = Catalog::embedded("us-east-1").unwrap();
@@ -55,8 +66,17 @@ fn outcome(yaml: &str) -> std::sync::Arc<nodewright::extensions::Outcome> {
     let class = &manifests.node_classes[0];
     let settings =
         nodewright::aws::instance_types::ResolverSettings::from_node_class(class).unwrap();
-    let types = nodewright::aws::instance_types::resolve_all(&catalog, &settings).unwrap();
-    extensions.apply(class, "general", &catalog, types, &manifests.config_maps)
+    let types = std::sync::Arc::new(
+        nodewright::aws::instance_types::resolve_all(&catalog, &settings).unwrap(),
+    );
+    let outcome = extensions.apply(
+        class,
+        "general",
+        &catalog,
+        types.clone(),
+        &manifests.config_maps,
+    );
+    (outcome, types)
 }
 
 #[test]
@@ -291,6 +311,35 @@ fn a_shadow_filter_reports_what_it_would_drop_and_drops_nothing() {
             .any(|e| e["mode"] == "Shadow"),
         "{json}"
     );
+}
+
+#[test]
+fn the_resolved_types_are_copied_only_when_a_filter_drops_one() {
+    // The built-in scorer orders without filtering: the outcome holds the
+    // resolved list itself, not a copy of it.
+    let (outcome, resolved) = outcome_of_resolved(&format!("{POOL}{}", node_class("")));
+    assert!(std::sync::Arc::ptr_eq(&outcome.instance_types, &resolved));
+    // A filter that drops types leaves the kept ones, in order.
+    let (outcome, resolved) = outcome_of_resolved(&format!(
+        "{POOL}{}",
+        node_class(&format!(
+            "  extensions:\n    instanceFilters:\n{}",
+            misbehaving_entry("long-names", "name-length", "")
+        ))
+    ));
+    assert!(outcome.blocked.is_none(), "{:?}", outcome.blocked);
+    let kept: Vec<&str> = outcome
+        .instance_types
+        .iter()
+        .map(|t| t.name.as_str())
+        .collect();
+    let expected: Vec<&str> = resolved
+        .iter()
+        .map(|t| t.name.as_str())
+        .filter(|name| name.len() <= 10)
+        .collect();
+    assert!(!kept.is_empty() && kept.len() < resolved.len(), "{kept:?}");
+    assert_eq!(kept, expected);
 }
 
 #[test]

@@ -125,12 +125,13 @@ impl InstanceTypeProvider {
         let catalog = self.catalog();
         let outcome = self
             .extensions
-            .apply(class, pool, &catalog, types.to_vec(), config_maps);
+            .apply(class, pool, &catalog, types, config_maps);
         if self.unavailable.entries().is_empty() {
             return Ok(outcome);
         }
         let mut marked = Outcome::clone(&outcome);
-        self.unavailable.apply(&mut marked.instance_types);
+        self.unavailable
+            .apply(Arc::make_mut(&mut marked.instance_types).as_mut_slice());
         Ok(Arc::new(marked))
     }
 }

@@ -133,7 +133,7 @@ impl<'a> Solver<'a> {
 
         let mut res = ResourceNames::default();
         for pool in &input.node_pools {
-            for it in &pool.instance_types {
+            for it in pool.instance_types.iter() {
                 res.register(&it.capacity);
             }
         }

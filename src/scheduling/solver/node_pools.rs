@@ -56,7 +56,7 @@ impl Solver<'_> {
             public.add(Requirement::single(labels::NODE_POOL, &spec.name));
             let reqs = intern_reqs(&public, &mut self.keys, &mut self.values);
             let mut types = Vec::new();
-            for it in &spec.instance_types {
+            for it in spec.instance_types.iter() {
                 let mut offers = Vec::new();
                 for o in &it.offerings {
                     let reservation = o.reservation_id.as_ref().map(|id| {

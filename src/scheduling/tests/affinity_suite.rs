@@ -38,7 +38,7 @@ fn should_respect_self_pod_affinity_hostname() {
 fn should_respect_self_pod_affinity_for_first_empty_topology_domain_only_hostname() {
     // The largest type holds 5 of these pods: one node with 5, the rest pending.
     let mut np = pool("default", 4);
-    np.instance_types = vec![fake_type(4)];
+    np.instance_types = Arc::new(vec![fake_type(4)]);
     let pods: Vec<Pod> = (0..10)
         .map(|i| {
             let mut p = pod(&format!("p-{i}"), 950, 0).with_label(S2.0, S2.1);

@@ -25,7 +25,7 @@ fn sized_type(cpu: i64) -> InstanceType {
 fn sized_pool(cpus: &[i64]) -> NodePoolSpec {
     NodePoolSpec {
         name: "default".into(),
-        instance_types: cpus.iter().map(|c| sized_type(*c)).collect(),
+        instance_types: Arc::new(cpus.iter().map(|c| sized_type(*c)).collect()),
         ..NodePoolSpec::default()
     }
 }

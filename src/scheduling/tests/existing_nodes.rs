@@ -196,7 +196,7 @@ fn new_claims_are_tried_in_creation_order() {
     // joins A too while it has room, although B holds fewer pods (Karpenter
     // would try B first; see the note in `Solver::place`).
     let mut only = pool("default", 4);
-    only.instance_types.retain(|t| t.name == "fake-it-3");
+    Arc::make_mut(&mut only.instance_types).retain(|t| t.name == "fake-it-3");
     let result = solve(
         vec![only],
         vec![

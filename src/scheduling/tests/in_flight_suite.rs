@@ -86,7 +86,7 @@ fn should_launch_a_second_node_if_a_pod_wont_fit_on_the_existing_nodes_node() {
 fn should_launch_a_second_node_if_a_pod_isnt_compatible_with_the_existing_nodes_node_node_selector()
 {
     let mut np = pool("default", 4);
-    np.instance_types.push({
+    Arc::make_mut(&mut np.instance_types).push({
         let reqs: Requirements = [Requirement::single(labels::ARCH, "arm64")]
             .into_iter()
             .collect();

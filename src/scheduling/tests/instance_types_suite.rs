@@ -29,12 +29,12 @@ fn typed(name: &str, arch: &str, os: &str, cpu: i64, mem: i64) -> InstanceType {
 fn mixed_pool(archs: &[&str]) -> NodePoolSpec {
     let mut np = NodePoolSpec {
         name: "default".into(),
-        instance_types: vec![
+        instance_types: Arc::new(vec![
             typed("default-instance-type", "amd64", "linux", 4, 4 * GIB),
             typed("small-instance-type", "amd64", "linux", 2, 2 * GIB),
             typed("arm-instance-type", "arm64", "ios", 16, 128 * GIB),
             typed("windows-instance-type", "amd64", "windows", 4, 4 * GIB),
-        ],
+        ]),
         ..NodePoolSpec::default()
     };
     np.requirements.add(req(labels::ARCH, Operator::In, archs));
@@ -155,14 +155,9 @@ const GPU2: &str = "example.com/even-better-gpu";
 
 fn gpu_pool() -> NodePoolSpec {
     let mut np = pool("default", 5);
-    np.instance_types[0].capacity = np.instance_types[0]
-        .capacity
-        .clone()
-        .with_extended(GPU1, 25);
-    np.instance_types[1].capacity = np.instance_types[1]
-        .capacity
-        .clone()
-        .with_extended(GPU2, 25);
+    let types = Arc::make_mut(&mut np.instance_types);
+    types[0].capacity = types[0].capacity.clone().with_extended(GPU1, 25);
+    types[1].capacity = types[1].capacity.clone().with_extended(GPU2, 25);
     np
 }
 
@@ -209,7 +204,13 @@ fn should_schedule_multiple_small_pods_on_the_smallest_possible_instance_type() 
 fn should_create_new_nodes_when_a_node_is_at_capacity() {
     // Two of these pods fit the largest type.
     let mut np = pool("default", 4);
-    np.instance_types = vec![typed("default-instance-type", "amd64", "linux", 4, 4 * GIB)];
+    np.instance_types = Arc::new(vec![typed(
+        "default-instance-type",
+        "amd64",
+        "linux",
+        4,
+        4 * GIB,
+    )]);
     let pods: Vec<Pod> = (0..40)
         .map(|i| pod(&format!("p-{i}"), 0, 1_800_000_000))
         .collect();
@@ -221,7 +222,13 @@ fn should_create_new_nodes_when_a_node_is_at_capacity() {
 #[test]
 fn should_pack_small_and_large_pods_together() {
     let mut np = pool("default", 4);
-    np.instance_types = vec![typed("default-instance-type", "amd64", "linux", 4, 4 * GIB)];
+    np.instance_types = Arc::new(vec![typed(
+        "default-instance-type",
+        "amd64",
+        "linux",
+        4,
+        4 * GIB,
+    )]);
     let mut pods: Vec<Pod> = (0..40)
         .map(|i| pod(&format!("large-{i}"), 0, 1_800_000_000))
         .collect();
@@ -265,7 +272,7 @@ fn should_not_schedule_pods_that_exceed_every_instance_types_capacity() {
 fn should_create_new_nodes_when_a_node_is_at_capacity_due_to_pod_limits_per_node() {
     // fake-it-0 holds 10 pods.
     let mut np = pool("default", 1);
-    np.instance_types = vec![fake_type(0)];
+    np.instance_types = Arc::new(vec![fake_type(0)]);
     let pods: Vec<Pod> = (0..25).map(|i| pod(&format!("p-{i}"), 1, 1)).collect();
     let result = solve(vec![np], pods);
     assert!(result.errors.is_empty(), "{:?}", result.errors);

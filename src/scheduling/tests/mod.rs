@@ -2,6 +2,7 @@
 //! and one where a pod must NOT land somewhere.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use super::*;
 
@@ -52,7 +53,7 @@ fn types(n: usize) -> Vec<InstanceType> {
 fn pool(name: &str, n: usize) -> NodePoolSpec {
     NodePoolSpec {
         name: name.to_string(),
-        instance_types: types(n),
+        instance_types: Arc::new(types(n)),
         ..NodePoolSpec::default()
     }
 }

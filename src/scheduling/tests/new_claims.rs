@@ -327,7 +327,7 @@ fn reserved_type() -> InstanceType {
 #[test]
 fn reserved_capacity_is_preferred_while_it_has_room() {
     let mut pool = pool("default", 4);
-    pool.instance_types[1] = reserved_type();
+    Arc::make_mut(&mut pool.instance_types)[1] = reserved_type();
     let pods: Vec<Pod> = (0..2)
         .map(|i| {
             let mut p = pod(&format!("r-{i}"), 1000, 0).with_label("app", "r");

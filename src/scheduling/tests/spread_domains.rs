@@ -30,7 +30,7 @@ fn us_east_type(cpu: i64) -> InstanceType {
 
 /// `dedicated` (label `team=a`, zones a–c) and `general` (no label, all six zones).
 fn dedicated_and_general() -> Vec<NodePoolSpec> {
-    let types = vec![us_east_type(2), us_east_type(8)];
+    let types = Arc::new(vec![us_east_type(2), us_east_type(8)]);
     let mut dedicated = NodePoolSpec {
         name: "dedicated".into(),
         instance_types: types.clone(),

@@ -94,6 +94,56 @@ async fn stores_follow_the_api_server_and_changes_are_fed_to_subscribers() {
 }
 
 #[tokio::test]
+async fn the_feed_sends_a_list_once_stored_and_shares_the_stored_objects() {
+    let server = ApiServer::default();
+    let client = server.client();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    for name in ["a", "b", "c"] {
+        pods.create(&PostParams::default(), &pod(name, None))
+            .await
+            .unwrap();
+    }
+    let (state, driver) = ClusterState::start(client.clone());
+    // Subscribed before the first list: the listed pods come through the
+    // feed, each one already in the store when it arrives.
+    let mut changes = Box::pin(state.pods.changes());
+    let driver = tokio::spawn(driver);
+    let stored = |pod: &std::sync::Arc<Pod>| {
+        state
+            .pods
+            .all()
+            .iter()
+            .any(|p| std::sync::Arc::ptr_eq(p, pod))
+    };
+    let mut listed = Vec::new();
+    while listed.len() < 3 {
+        let pod = tokio::time::timeout(Duration::from_secs(5), changes.next())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(
+            stored(&pod),
+            "{:?} is not the stored object",
+            pod.metadata.name
+        );
+        listed.push(pod.metadata.name.clone().unwrap_or_default());
+    }
+    listed.sort();
+    assert_eq!(listed, ["a", "b", "c"]);
+    // A change is the stored object too, not a copy of it.
+    pods.create(&PostParams::default(), &pod("d", None))
+        .await
+        .unwrap();
+    let created = tokio::time::timeout(Duration::from_secs(5), changes.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(created.metadata.name.as_deref(), Some("d"));
+    assert!(stored(&created));
+    driver.abort();
+}
+
+#[tokio::test]
 async fn the_snapshot_holds_created_claims_nominations_and_marked_nodes() {
     let server = ApiServer::default();
     let client = server.client();

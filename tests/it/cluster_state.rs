@@ -29,6 +29,14 @@ fn claim(name: &str) -> NodeClaim {
     .unwrap()
 }
 
+/// The next object from a change feed; fails the test after 5 s without one.
+async fn next_change<T>(changes: &mut (impl futures::Stream<Item = T> + Unpin)) -> T {
+    tokio::time::timeout(Duration::from_secs(5), changes.next())
+        .await
+        .expect("a change within 5 s")
+        .expect("the feed is open")
+}
+
 async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
     for _ in 0..200 {
         if check() {
@@ -65,26 +73,17 @@ async fn stores_follow_the_api_server_and_changes_are_fed_to_subscribers() {
     // A subscriber that starts after the lists (a replica that just became
     // leader) gets what exists first, then what changes.
     let mut changes = Box::pin(state.pods.changes());
-    let existing = tokio::time::timeout(Duration::from_secs(5), changes.next())
-        .await
-        .unwrap()
-        .unwrap();
+    let existing = next_change(&mut changes).await;
     assert_eq!(existing.metadata.name.as_deref(), Some("before"));
     pods.create(&PostParams::default(), &pod("after", None))
         .await
         .unwrap();
-    let changed = tokio::time::timeout(Duration::from_secs(5), changes.next())
-        .await
-        .unwrap()
-        .unwrap();
+    let changed = next_change(&mut changes).await;
     assert_eq!(changed.metadata.name.as_deref(), Some("after"));
     pods.delete("before", &DeleteParams::default())
         .await
         .unwrap();
-    let deleted = tokio::time::timeout(Duration::from_secs(5), changes.next())
-        .await
-        .unwrap()
-        .unwrap();
+    let deleted = next_change(&mut changes).await;
     assert_eq!(deleted.metadata.name.as_deref(), Some("before"));
     eventually("the deleted pod to leave the store", || {
         state.pods.all().len() == 1
@@ -117,10 +116,7 @@ async fn the_feed_sends_a_list_once_stored_and_shares_the_stored_objects() {
     };
     let mut listed = Vec::new();
     while listed.len() < 3 {
-        let pod = tokio::time::timeout(Duration::from_secs(5), changes.next())
-            .await
-            .unwrap()
-            .unwrap();
+        let pod = next_change(&mut changes).await;
         assert!(
             stored(&pod),
             "{:?} is not the stored object",
@@ -134,10 +130,7 @@ async fn the_feed_sends_a_list_once_stored_and_shares_the_stored_objects() {
     pods.create(&PostParams::default(), &pod("d", None))
         .await
         .unwrap();
-    let created = tokio::time::timeout(Duration::from_secs(5), changes.next())
-        .await
-        .unwrap()
-        .unwrap();
+    let created = next_change(&mut changes).await;
     assert_eq!(created.metadata.name.as_deref(), Some("d"));
     assert!(stored(&created));
     driver.abort();

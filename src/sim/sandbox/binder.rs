@@ -9,7 +9,8 @@
 //!
 //! A Node takes pods when it is `Ready`, not cordoned
 //! (`spec.unschedulable`), not tainted `karpenter.sh/disrupted` and not
-//! being deleted. Pods of another `schedulerName`, pods with scheduling
+//! being deleted; the Node is read again before pods are bound to it, as
+//! its watch can lag the pods'. Pods of another `schedulerName`, pods with scheduling
 //! gates and pods being deleted are left alone. Like kube-scheduler, the
 //! binder remembers what it bound until its watch shows it, so it never
 //! places two pods on the same free room.
@@ -151,10 +152,20 @@ impl Binder {
                 unschedulable = result.errors.len(),
                 "binding round"
             );
+            let mut still_taking: HashMap<String, bool> = HashMap::new();
             for placement in &result.existing_node_placements {
-                if let Some(pod) = pending.get(&placement.pod)
-                    && self.bind(pod, &placement.node).await
-                {
+                let Some(pod) = pending.get(&placement.pod) else {
+                    continue;
+                };
+                let takes = match still_taking.get(&placement.node) {
+                    Some(takes) => *takes,
+                    None => {
+                        let takes = self.still_takes_pods(&placement.node).await;
+                        still_taking.insert(placement.node.clone(), takes);
+                        takes
+                    }
+                };
+                if takes && self.bind(pod, &placement.node).await {
                     round
                         .bound
                         .push((placement.pod.clone(), placement.node.clone()));
@@ -257,6 +268,26 @@ impl Binder {
             && !disrupted
             && node.metadata.deletion_timestamp.is_none()
             && !self.state.is_marked_for_deletion(node)
+    }
+
+    /// Whether the Node named `name`, read from the API server now, takes
+    /// pods: the node watch can lag the pod watch, so a cordon written just
+    /// before a pod was created may not be in the snapshot yet.
+    async fn still_takes_pods(&self, name: &str) -> bool {
+        let api: Api<Node> = Api::all(self.client.clone());
+        match api.get(name).await {
+            Ok(node) => {
+                let takes = self.takes_pods(&node);
+                if !takes {
+                    tracing::debug!(%name, "binder: node no longer takes pods");
+                }
+                takes
+            }
+            Err(error) => {
+                tracing::debug!(%name, %error, "binder: cannot read node; not binding to it");
+                false
+            }
+        }
     }
 
     /// Runs the scheduler on `snapshot`, DaemonSet pods included (the

@@ -10,8 +10,8 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use super::{CloudProviderError, LaunchableTypes};
 use crate::apis::labels::{
     CAPACITY_RESERVATION_ID_LABEL_KEY, CAPACITY_RESERVATION_INTERRUPTIBLE_LABEL_KEY,
-    CAPACITY_RESERVATION_TYPE_LABEL_KEY, CAPACITY_TYPE_LABEL_KEY, WELL_KNOWN_LABELS,
-    ZONE_LABEL_KEY,
+    CAPACITY_RESERVATION_TYPE_LABEL_KEY, CAPACITY_TYPE_LABEL_KEY, INSTANCE_TYPE_LABEL_KEY,
+    WELL_KNOWN_LABELS, ZONE_LABEL_KEY,
 };
 use crate::apis::{NodeClaim, NodeClaimStatus};
 use crate::scheduling::node_pool::node_claim_requirements;
@@ -63,9 +63,13 @@ pub fn launch_options(
     })?;
     let requests = claim_requests(claim)?;
     let well_known = |key: &str| WELL_KNOWN_LABELS.contains(&key);
+    // A claim names its instance types: each type is labelled with its own
+    // name, so one lookup rules out the rest before the full comparison.
+    let named = requirements.get(INSTANCE_TYPE_LABEL_KEY);
     let mut options: Vec<LaunchOption> = launchable
         .instance_types
         .iter()
+        .filter(|it| named.is_none_or(|r| r.has(&it.name)))
         .filter(|it| {
             requirements
                 .compatible(&it.requirements, well_known)
@@ -313,5 +317,50 @@ mod tests {
         assert_eq!(labels[CAPACITY_TYPE_LABEL_KEY], "reserved");
         assert_eq!(instance_id("aws:///us-east-1a/i-1"), Some("i-1"));
         assert_eq!(instance_id("gce://x"), None);
+    }
+
+    #[test]
+    fn only_the_instance_types_a_claim_names_are_options() {
+        let types: Vec<InstanceType> = [
+            ("m5.large", 0.096),
+            ("m5.xlarge", 0.192),
+            ("c5.large", 0.085),
+        ]
+        .into_iter()
+        .map(|(name, price)| {
+            let mut requirements = Requirements::new();
+            requirements.add(Requirement::single(INSTANCE_TYPE_LABEL_KEY, name));
+            InstanceType::new(
+                name,
+                requirements,
+                vec![Offering::new("us-east-1a", CapacityType::OnDemand, price)],
+                Resources::cpu_memory(2000, 8 << 30),
+                Overhead::default(),
+            )
+        })
+        .collect();
+        let launchable = LaunchableTypes {
+            instance_types: std::sync::Arc::new(types),
+            priority_scores: None,
+            blocked: None,
+        };
+        let options = |operator: &str, values: &str| {
+            let mut claim = claim();
+            claim.spec.requirements = serde_yaml::from_str(&format!(
+                "[{{key: {INSTANCE_TYPE_LABEL_KEY}, operator: {operator}, values: {values}}}]"
+            ))
+            .unwrap();
+            launch_options(&claim, "default", &launchable)
+                .unwrap()
+                .into_iter()
+                .map(|o| o.instance_type.name)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            options("In", "[m5.xlarge, m5.large]"),
+            ["m5.large", "m5.xlarge"]
+        );
+        assert_eq!(options("NotIn", "[c5.large]"), ["m5.large", "m5.xlarge"]);
+        assert_eq!(options("In", "[c5.large]"), ["c5.large"]);
     }
 }

@@ -14,7 +14,10 @@
 //! [`ROLE_NOT_FOUND_TTL`] (1 minute) so a missing role does not create and
 //! delete a profile on every pass; the profile just made for a (class,
 //! role) is remembered for [`RECREATION_TTL`] (1 minute, `RecreationTTL`),
-//! so a status write that lost a conflict does not make a second one.
+//! so a status write that lost a conflict does not make a second one; a
+//! profile just made or just replaced is protected from the garbage
+//! collector for [`PROTECTED_TTL`] (1 hour, `ProtectedProfilesTTL`), as the
+//! class or NodeClaim naming it may not be in the watch yet.
 
 use std::collections::BTreeMap;
 use std::hash::{BuildHasher, Hasher};
@@ -33,6 +36,8 @@ pub const PROFILE_TTL: Duration = Duration::from_secs(15 * 60);
 pub const ROLE_NOT_FOUND_TTL: Duration = Duration::from_secs(60);
 /// How long the profile made for a (class, role) is remembered.
 pub const RECREATION_TTL: Duration = Duration::from_secs(60);
+/// How long a profile just made or just replaced is kept from the garbage collector.
+pub const PROTECTED_TTL: Duration = Duration::from_secs(60 * 60);
 /// Entries each cache keeps at most.
 const MAX_CACHED: usize = 4096;
 /// IAM's error code for a missing entity.
@@ -86,6 +91,7 @@ pub struct InstanceProfileProvider {
     profiles: TtlCache<String, InstanceProfile>,
     missing_roles: TtlCache<String, String>,
     recently_created: TtlCache<(String, String), String>,
+    protected: TtlCache<String, ()>,
 }
 
 /// `spec.tags` plus the tags Karpenter puts on every instance profile it
@@ -143,6 +149,7 @@ impl InstanceProfileProvider {
             profiles: TtlCache::new(PROFILE_TTL, MAX_CACHED),
             missing_roles: TtlCache::new(ROLE_NOT_FOUND_TTL, MAX_CACHED),
             recently_created: TtlCache::new(RECREATION_TTL, MAX_CACHED),
+            protected: TtlCache::new(PROTECTED_TTL, MAX_CACHED),
         }
     }
 
@@ -219,6 +226,7 @@ impl InstanceProfileProvider {
     /// not exist is not an error.
     pub async fn delete(&self, name: &str) -> Result<(), InstanceProfileError> {
         self.profiles.remove(&name.to_string());
+        self.protected.remove(&name.to_string());
         let profile = match self
             .iam
             .get_instance_profile()
@@ -317,6 +325,18 @@ impl InstanceProfileProvider {
             (class_uid.to_string(), role.to_string()),
             profile.to_string(),
         );
+    }
+
+    /// Keeps `profile` from the garbage collector for [`PROTECTED_TTL`].
+    pub fn protect(&self, profile: &str) {
+        if !profile.is_empty() {
+            self.protected.insert(profile.to_string(), ());
+        }
+    }
+
+    /// Whether `profile` was protected within the last [`PROTECTED_TTL`].
+    pub fn is_protected(&self, profile: &str) -> bool {
+        self.protected.get(&profile.to_string()).is_some()
     }
 
     async fn create(

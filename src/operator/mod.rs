@@ -238,14 +238,20 @@ impl Operator {
             "nodepool"
         });
         let types = self.instance_types.clone();
+        let gauged = state.clone();
         set.spawn(async move {
-            gauges::run(state, types).await;
+            gauges::run(gauged, types).await;
             "gauges"
         });
         if let Some(classes) = self.node_classes.clone() {
+            let collector = classes.clone();
             set.spawn(async move {
                 controllers::nodeclass::run(classes).await;
                 "nodeclass"
+            });
+            set.spawn(async move {
+                controllers::nodeclass::garbage_collection::run(collector, state).await;
+                "instanceprofile.garbagecollection"
             });
         }
         set

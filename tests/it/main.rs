@@ -13,6 +13,7 @@ mod controller;
 mod extensions;
 mod filter_cli;
 mod fixture;
+mod instance_profile_gc;
 mod kubectl;
 mod moto;
 mod node_termination;

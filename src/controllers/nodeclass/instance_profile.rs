@@ -3,9 +3,12 @@
 //! With `spec.role`, the class keeps the profile in its status while that
 //! profile holds the role. When there is none yet, or `spec.role` changed,
 //! a new profile is made for the role (Karpenter's name, path and tags) and
-//! the status points at it; the old profile stays for the nodes that use it
-//! until the class is deleted (see `termination`). With `spec.instanceProfile`, the
-//! profile is used as given once IAM confirms it exists.
+//! the status points at it; the old profile stays for the nodes that use it,
+//! until the garbage collector finds nothing naming it (see
+//! `garbage_collection`) or the class is deleted (see `termination`). The new
+//! and the replaced profile are protected from the collector for an hour.
+//! With `spec.instanceProfile`, the profile is used as given once IAM
+//! confirms it exists (a profile nodewright made before is protected too).
 //!
 //! `False` reasons: `RoleNotFound` (names `spec.role`),
 //! `InstanceProfileNotFound` (names `spec.instanceProfile`),
@@ -25,7 +28,7 @@ use super::conditions::{Resolved, Stamp};
 pub async fn resolve(context: &Context, class: &EC2NodeClass, stamp: &Stamp) -> Resolved<String> {
     match (&class.spec.role, &class.spec.instance_profile) {
         (Some(role), _) => for_role(context, class, role, stamp).await,
-        (None, Some(profile)) => given(context, profile, stamp).await,
+        (None, Some(profile)) => given(context, class, profile, stamp).await,
         (None, None) => Resolved::condition(stamp.not_ready(
             INSTANCE_PROFILE_READY,
             "InvalidNodeClass",
@@ -35,9 +38,22 @@ pub async fn resolve(context: &Context, class: &EC2NodeClass, stamp: &Stamp) -> 
 }
 
 /// `spec.instanceProfile`: used as given if it exists.
-async fn given(context: &Context, profile: &str, stamp: &Stamp) -> Resolved<String> {
+async fn given(
+    context: &Context,
+    class: &EC2NodeClass,
+    profile: &str,
+    stamp: &Stamp,
+) -> Resolved<String> {
     match context.instance_profiles.get(profile).await {
-        Ok(Some(_)) => Resolved::to(profile.to_string(), stamp.ready(INSTANCE_PROFILE_READY, "")),
+        Ok(Some(_)) => {
+            // A profile made for `spec.role` before may still be on nodes.
+            if let Some(previous) = class.status.as_ref().and_then(|s| s.instance_profile.as_deref())
+                && previous != profile
+            {
+                context.instance_profiles.protect(previous);
+            }
+            Resolved::to(profile.to_string(), stamp.ready(INSTANCE_PROFILE_READY, ""))
+        }
         Ok(None) => Resolved::condition(stamp.not_ready(
             INSTANCE_PROFILE_READY,
             "InstanceProfileNotFound",
@@ -104,6 +120,12 @@ async fn for_role(
             context
                 .instance_profiles
                 .remember_created(&uid, role, &name);
+            // Until the class's status and the claims launched with the
+            // profiles are in the watch, the collector must not take them.
+            context.instance_profiles.protect(&name);
+            if let Some(previous) = &stored {
+                context.instance_profiles.protect(previous);
+            }
             Resolved::to(name, stamp.ready(INSTANCE_PROFILE_READY, ""))
         }
         Err(e) if e.is_transient() => {

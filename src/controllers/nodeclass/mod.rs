@@ -25,13 +25,15 @@
 //! minute while not (or sooner when a capacity reservation ends or a lookup
 //! hit a fault). [`termination`] keeps a finalizer on every class and,
 //! when a class is deleted, removes its launch templates and instance
-//! profiles once no NodeClaim uses it.
+//! profiles once no NodeClaim uses it; [`garbage_collection`] deletes the
+//! profiles a live class replaced once nothing names them.
 
 mod ami;
 mod capacity_reservations;
 mod conditions;
 mod events;
 mod extensions;
+pub mod garbage_collection;
 mod instance_profile;
 mod placement_group;
 mod readiness;

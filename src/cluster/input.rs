@@ -14,7 +14,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod as K8sPod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-use super::{ClusterSnapshot, pod_key};
+use super::{ClusterSnapshot, ConvertedPods, pod_key};
 use crate::apis::conditions::find_condition;
 use crate::apis::{NodeClaim, NodePool};
 use crate::aws::instance_types::{InstanceTypeProvider, ResolveError};
@@ -97,7 +97,8 @@ pub struct Prepared {
 }
 
 /// Builds the scheduler's input from `snapshot`, each NodePool's instance
-/// types from `instance_types`.
+/// types from `instance_types`, pods to place through `converted` (a
+/// controller's cache; `&ConvertedPods::default()` converts each pod here).
 ///
 /// - A NodePool being deleted, or whose `Ready` condition is present and not
 ///   `True`, may not launch (Karpenter uses only ready pools); one without
@@ -112,6 +113,7 @@ pub fn scheduler_input(
     snapshot: &ClusterSnapshot,
     instance_types: &InstanceTypeProvider,
     options: SchedulerOptions,
+    converted: &ConvertedPods,
 ) -> Prepared {
     let mut problems = Vec::new();
     let mut extensions = Vec::new();
@@ -137,7 +139,7 @@ pub fn scheduler_input(
         match node {
             Some(node) => bound.entry(node).or_default().push(pod.as_ref()),
             None if owned_by_daemon_set(pod) => {}
-            None => match convert::pod_from_k8s(pod) {
+            None => match converted.get(pod) {
                 Ok(pod) => pending.push(pod),
                 Err(e) => problems.push(e.into()),
             },

@@ -5,6 +5,7 @@
 //! all build their input here, so they agree on which pods are pending,
 //! which nodes and NodeClaims exist and what each NodePool may launch.
 
+mod converted;
 mod input;
 mod state;
 
@@ -16,6 +17,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod};
 
 use crate::apis::{EC2NodeClass, NodeClaim, NodePool};
 
+pub use converted::ConvertedPods;
 pub use input::{InputError, PoolOutcome, Prepared, scheduler_input};
 pub use state::{ClusterState, StateDriver, Watched};
 

@@ -100,7 +100,12 @@ pub fn plan(
         ..SchedulerOptions::default()
     };
     let snapshot = manifests.snapshot();
-    let prepared = scheduler_input(&snapshot, instance_types, options);
+    let prepared = scheduler_input(
+        &snapshot,
+        instance_types,
+        options,
+        &crate::cluster::ConvertedPods::default(),
+    );
     if let Some(problem) = prepared.problems.into_iter().next() {
         return Err(problem.into());
     }

@@ -26,7 +26,7 @@ pub use pods::is_provisionable;
 use super::ControllerError;
 use crate::apis::{NodeClaim, NodePool};
 use crate::aws::instance_types::InstanceTypeProvider;
-use crate::cluster::{ClusterState, pod_key, scheduler_input};
+use crate::cluster::{ClusterState, ConvertedPods, pod_key, scheduler_input};
 use crate::metrics::{labels, metrics};
 use crate::scheduling::{NewNodeClaim, Scheduler, SchedulerOptions, SchedulingResult};
 
@@ -94,6 +94,9 @@ pub struct Provisioner {
     settings: ProvisioningSettings,
     recorder: Recorder,
     batcher: Batcher,
+    /// Provisionable pods converted as they arrive, so a round's input
+    /// step copies them rather than converting them all at its start.
+    converted: Arc<ConvertedPods>,
 }
 
 impl Provisioner {
@@ -112,11 +115,12 @@ impl Provisioner {
             batcher: Batcher::new(settings.batch),
             settings,
             recorder,
+            converted: Arc::default(),
         }
     }
 
-    /// Runs until the pod feed ends: every provisionable pod change triggers
-    /// the batcher, and so does every [`ProvisioningSettings::requeue`]
+    /// Runs until the pod feed ends: every provisionable pod change is
+    /// converted for the scheduler and triggers the batcher, and so does every [`ProvisioningSettings::requeue`]
     /// while a pod stays provisionable; every closed batch runs one round.
     pub async fn run(self: Arc<Self>) {
         let feeder = {
@@ -125,6 +129,7 @@ impl Provisioner {
                 let mut changes = std::pin::pin!(this.state.pods.changes());
                 while let Some(pod) = changes.next().await {
                     if is_provisionable(&pod) {
+                        this.converted.refresh(&pod);
                         this.batcher.trigger();
                     }
                 }
@@ -192,13 +197,17 @@ impl Provisioner {
             .cloned()
             .collect();
         if pending.is_empty() {
+            // Pods converted since the last round that another scheduler placed.
+            self.converted.sweep();
             return Ok(Round::default());
         }
         let pools = snapshot.node_pools.clone();
         let (instance_types, options) =
             (self.instance_types.clone(), self.settings.scheduler.clone());
+        let converted = self.converted.clone();
         let (result, prepare, solve, ignored) = tokio::task::spawn_blocking(move || {
-            let prepared = scheduler_input(&snapshot, &instance_types, options);
+            let prepared = scheduler_input(&snapshot, &instance_types, options, &converted);
+            converted.sweep();
             for problem in &prepared.problems {
                 tracing::warn!(%problem, "left out of provisioning");
             }

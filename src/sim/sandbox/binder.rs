@@ -34,7 +34,7 @@ use super::pod_status::{
 };
 use crate::apis::labels::DISRUPTED_TAINT_KEY;
 use crate::aws::instance_types::InstanceTypeProvider;
-use crate::cluster::{ClusterSnapshot, ClusterState, pod_key, scheduler_input};
+use crate::cluster::{ClusterSnapshot, ClusterState, ConvertedPods, pod_key, scheduler_input};
 use crate::controllers::ControllerError;
 use crate::scheduling::{Scheduler, SchedulerOptions, SchedulingResult, convert};
 
@@ -305,8 +305,12 @@ impl Binder {
             .collect();
         let instance_types = self.instance_types.clone();
         let result = tokio::task::spawn_blocking(move || {
-            let mut prepared =
-                scheduler_input(&snapshot, &instance_types, SchedulerOptions::default());
+            let mut prepared = scheduler_input(
+                &snapshot,
+                &instance_types,
+                SchedulerOptions::default(),
+                &ConvertedPods::default(),
+            );
             for problem in &prepared.problems {
                 tracing::debug!(%problem, "binder: left out");
             }

@@ -12,7 +12,9 @@
 //! `cargo bench --bench provisioning` runs the criterion benchmark (a burst
 //! of 1,000 pods). One round, with figures printed:
 //! `NODEWRIGHT_BENCH_ONCE=latency:1000` (or `latency:10000`; the idle batch
-//! window from `NODEWRIGHT_BENCH_IDLE_MS`, default 1000) and
+//! window from `NODEWRIGHT_BENCH_IDLE_MS`, default 1000;
+//! `NODEWRIGHT_BENCH_CRD_VALIDATION=off` skips the double's CRD validation,
+//! to see its share) and
 //! `NODEWRIGHT_BENCH_ONCE=memory` (the binary is `NODEWRIGHT_BIN`, by
 //! default `nodewright` next to the `deps/` directory of this bench).
 
@@ -264,9 +266,14 @@ async fn pending_pod(pods: &Api<Pod>, name: &str) -> Result<(Instant, Instant), 
 
 /// Creates `count` pending pods while the operator runs; returns when every
 /// pod was in a provisioning round that ended, with the time from the first
-/// pod to then; `report` prints the figures.
-async fn burst(count: usize, windows: BatchWindows, report: bool) -> Duration {
-    let server = ApiServer::builder().history(HISTORY).build();
+/// pod to then; `report` prints the figures. `validate` is the double's
+/// validation of custom resources against their CRDs (on in every figure of
+/// record; off only to see what that validation costs).
+async fn burst(count: usize, windows: BatchWindows, validate: bool, report: bool) -> Duration {
+    let server = ApiServer::builder()
+        .history(HISTORY)
+        .validate_custom_resources(validate)
+        .build();
     let client = server.client();
     create_class_and_pool(&client).await;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -363,6 +370,9 @@ async fn burst(count: usize, windows: BatchWindows, report: bool) -> Duration {
         let claims = server.objects("karpenter.sh", "nodeclaims").len() - probe_claims;
         let per_second = count as f64 / burst.as_secs_f64();
         let idle = windows.idle;
+        if !validate {
+            println!("custom resources NOT validated against their CRDs (diagnostic run)");
+        }
         println!(
             "{count} pods, idle window {idle:?}: created in {burst:?} ({per_second:.0} pods/s), all on NodeClaims {total:?} after the first"
         );
@@ -642,7 +652,7 @@ fn bench_burst(c: &mut Criterion) {
     group.bench_function("burst-1000-pods-to-nodeclaims", |b| {
         b.iter_custom(|iters| {
             (0..iters)
-                .map(|_| runtime.block_on(burst(1000, BatchWindows::default(), false)))
+                .map(|_| runtime.block_on(burst(1000, BatchWindows::default(), true, false)))
                 .sum()
         });
     });
@@ -673,7 +683,12 @@ fn main() {
             idle: idle.unwrap_or(BatchWindows::default().idle),
             ..BatchWindows::default()
         };
-        runtime().block_on(burst(count, windows, true));
+        let validate = match std::env::var("NODEWRIGHT_BENCH_CRD_VALIDATION").as_deref() {
+            Ok("off") => false,
+            Ok("on") | Err(_) => true,
+            Ok(other) => panic!("NODEWRIGHT_BENCH_CRD_VALIDATION is on or off, not {other:?}"),
+        };
+        runtime().block_on(burst(count, windows, validate, true));
         return;
     }
     benches();

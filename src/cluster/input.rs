@@ -14,7 +14,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod as K8sPod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-use super::{ClusterSnapshot, ConvertedPods, pod_key};
+use super::{ClusterSnapshot, ConvertedPods};
 use crate::apis::conditions::find_condition;
 use crate::apis::{NodeClaim, NodePool};
 use crate::aws::instance_types::{InstanceTypeProvider, ResolveError};
@@ -135,7 +135,7 @@ pub fn scheduler_input(
             .spec
             .as_ref()
             .and_then(|s| s.node_name.clone())
-            .or_else(|| snapshot.nominated.get(&pod_key(pod)).cloned());
+            .or_else(|| snapshot.nomination(pod).cloned());
         match node {
             Some(node) => bound.entry(node).or_default().push(pod.as_ref()),
             None if owned_by_daemon_set(pod) => {}
@@ -173,8 +173,7 @@ pub fn scheduler_input(
         // A nomination to a NodeClaim or Node that is gone holds its pods back
         // until it expires; a nodeName naming no node is a problem.
         for pod in pods {
-            let nominated = snapshot.nominated.contains_key(&pod_key(pod));
-            if !nominated {
+            if snapshot.nomination(pod).is_none() {
                 problems.push(InputError::UnknownNode {
                     pod: pod.metadata.name.clone().unwrap_or_default(),
                     node: node.clone(),

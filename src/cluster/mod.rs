@@ -47,6 +47,17 @@ pub struct ClusterSnapshot {
     pub nominated: BTreeMap<String, String>,
 }
 
+impl ClusterSnapshot {
+    /// The NodeClaim or Node `pod` is nominated to, if any (no key is built
+    /// while nothing is nominated, as in most rounds).
+    pub fn nomination(&self, pod: &Pod) -> Option<&String> {
+        if self.nominated.is_empty() {
+            return None;
+        }
+        self.nominated.get(&pod_key(pod))
+    }
+}
+
 /// `namespace/name` of a pod (namespace `default` when unset), the key pods
 /// are reported and nominated by.
 pub fn pod_key(pod: &Pod) -> String {

@@ -186,16 +186,21 @@ impl Provisioner {
         let mut snapshot = self.state.snapshot();
         // Only pods kube-scheduler gave up on are placed; other unbound pods
         // are its to place (nominated ones stay: they count where they go).
-        snapshot.pods.retain(|p| {
-            let bound = p.spec.as_ref().is_some_and(|s| s.node_name.is_some());
-            bound || snapshot.nominated.contains_key(&pod_key(p)) || is_provisionable(p)
+        // One pass: each look at a pod is a walk over 10,000 scattered objects.
+        let mut pending: Vec<Arc<Pod>> = Vec::new();
+        let mut pods = std::mem::take(&mut snapshot.pods);
+        pods.retain(|p| {
+            if p.spec.as_ref().is_some_and(|s| s.node_name.is_some()) {
+                return true;
+            }
+            let nominated = snapshot.nomination(p).is_some();
+            let provisionable = is_provisionable(p);
+            if provisionable && !nominated {
+                pending.push(p.clone());
+            }
+            nominated || provisionable
         });
-        let pending: Vec<Arc<Pod>> = snapshot
-            .pods
-            .iter()
-            .filter(|p| is_provisionable(p) && !snapshot.nominated.contains_key(&pod_key(p)))
-            .cloned()
-            .collect();
+        snapshot.pods = pods;
         if pending.is_empty() {
             // Pods converted since the last round that another scheduler placed.
             self.converted.sweep();

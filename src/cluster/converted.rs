@@ -1,8 +1,7 @@
 //! Pending pods in the scheduler's terms, converted once per
-//! resourceVersion — as they arrive, not when a round starts. A round over
-//! a burst of 10,000 pods otherwise spends most of its input step walking
-//! pods scattered over the heap; converted as each change comes in, the pod
-//! is still in cache and the round only copies the result.
+//! resourceVersion — as their changes arrive, not when a round starts, so a
+//! round over a burst of 10,000 pods copies conversions instead of making
+//! them all after its batch window closed.
 //!
 //! Entries are keyed by uid and hold the resourceVersion they were made
 //! from: a changed pod is converted again. An entry no round used and no

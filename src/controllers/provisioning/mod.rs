@@ -120,8 +120,9 @@ impl Provisioner {
     }
 
     /// Runs until the pod feed ends: every provisionable pod change is
-    /// converted for the scheduler and triggers the batcher, and so does every [`ProvisioningSettings::requeue`]
-    /// while a pod stays provisionable; every closed batch runs one round.
+    /// converted for the scheduler and triggers the batcher, and so does
+    /// every [`ProvisioningSettings::requeue`] while a pod stays
+    /// provisionable; every closed batch runs one round.
     pub async fn run(self: Arc<Self>) {
         let feeder = {
             let this = self.clone();
@@ -186,7 +187,7 @@ impl Provisioner {
         let mut snapshot = self.state.snapshot();
         // Only pods kube-scheduler gave up on are placed; other unbound pods
         // are its to place (nominated ones stay: they count where they go).
-        // One pass: each look at a pod is a walk over 10,000 scattered objects.
+        // One pass over the pods: with 10,000 of them, each pass costs milliseconds.
         let mut pending: Vec<Arc<Pod>> = Vec::new();
         let mut pods = std::mem::take(&mut snapshot.pods);
         pods.retain(|p| {

@@ -10,10 +10,10 @@
 //! A Node takes pods when it is `Ready`, not cordoned
 //! (`spec.unschedulable`), not tainted `karpenter.sh/disrupted` and not
 //! being deleted; the Node is read again before pods are bound to it, as
-//! its watch can lag the pods'. Pods of another `schedulerName`, pods with scheduling
-//! gates and pods being deleted are left alone. Like kube-scheduler, the
-//! binder remembers what it bound until its watch shows it, so it never
-//! places two pods on the same free room.
+//! its watch can lag the pods'. Pods of another `schedulerName`, pods with
+//! scheduling gates and pods being deleted are left alone. Like
+//! kube-scheduler, the binder remembers what it bound until its watch shows
+//! it, so it never places two pods on the same free room.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};

@@ -25,7 +25,7 @@ use nodewright::controllers::nodeclass::reconcile_node_class;
 use nodewright::sim::apiserver::ApiServer;
 use serde_json::json;
 
-use crate::moto::moto_clients;
+use crate::moto::{create_role, moto_clients};
 use crate::nodeclass::{condition, context_in};
 
 /// A VPC in moto with subnets and security groups for one test; every tag
@@ -120,18 +120,6 @@ async fn network(clients: &AwsClients, label: &str, octet: u8) -> Network {
     Network { subnets, groups }
 }
 
-async fn role(clients: &AwsClients, name: &str) {
-    let trust = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
-    clients
-        .iam
-        .create_role()
-        .role_name(name)
-        .assume_role_policy_document(trust)
-        .send()
-        .await
-        .unwrap();
-}
-
 fn terms<T: serde::de::DeserializeOwned>(value: serde_json::Value) -> Vec<T> {
     serde_json::from_value(value).unwrap()
 }
@@ -212,8 +200,8 @@ async fn subnets_and_security_groups_are_selected_by_tag_id_and_name_in_moto() {
 #[tokio::test]
 async fn an_instance_profile_is_made_reused_replaced_and_deleted_in_moto() {
     let clients = moto_clients().await;
-    role(&clients, "net-profile-a").await;
-    role(&clients, "net-profile-b").await;
+    create_role(&clients, "net-profile-a").await;
+    create_role(&clients, "net-profile-b").await;
     let server = ApiServer::default();
     let context = context_in("net-profile", &server, &clients);
     let api: Api<EC2NodeClass> = Api::all(server.client());
@@ -407,7 +395,7 @@ async fn a_whole_class_reconciles_to_ready_against_moto() {
     let clients = moto_clients().await;
     let label = "net-whole";
     let net = network(&clients, label, 62).await;
-    role(&clients, "net-whole-role").await;
+    create_role(&clients, "net-whole-role").await;
     let image = crate::amis::register(
         &clients,
         "net-whole-golden",

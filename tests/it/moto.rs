@@ -40,6 +40,30 @@ pub async fn moto_clients() -> AwsClients {
     AwsClients::new(&sdk_config(&settings).await)
 }
 
+/// An IAM role in moto that EC2 instances may assume (a node role).
+pub async fn create_role(clients: &AwsClients, name: &str) {
+    let trust = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
+    clients
+        .iam
+        .create_role()
+        .role_name(name)
+        .assume_role_policy_document(trust)
+        .send()
+        .await
+        .unwrap();
+}
+
+/// Whether moto holds an instance profile named `name`.
+pub async fn profile_exists(clients: &AwsClients, name: &str) -> bool {
+    clients
+        .iam
+        .get_instance_profile()
+        .instance_profile_name(name)
+        .send()
+        .await
+        .is_ok()
+}
+
 fn moto_binary() -> PathBuf {
     if let Some(path) = std::env::var_os("NODEWRIGHT_MOTO_SERVER") {
         return PathBuf::from(path);

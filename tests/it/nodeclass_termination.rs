@@ -19,7 +19,7 @@ use nodewright::sim::apiserver::ApiServer;
 use serde_json::json;
 
 use crate::fixture::eventually_within;
-use crate::moto::moto_clients;
+use crate::moto::{create_role, moto_clients, profile_exists};
 use crate::nodeclass::context_in;
 
 /// A class of cluster-unique `name` whose nodes take IAM role `role`.
@@ -52,18 +52,6 @@ fn claim(name: &str, class: &str) -> NodeClaim {
         },
     }))
     .unwrap()
-}
-
-async fn create_role(clients: &AwsClients, name: &str) {
-    let trust = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
-    clients
-        .iam
-        .create_role()
-        .role_name(name)
-        .assume_role_policy_document(trust)
-        .send()
-        .await
-        .unwrap();
 }
 
 /// A launch template in moto tagged as nodewright tags a class's templates.
@@ -111,16 +99,6 @@ async fn template_names(clients: &AwsClients, prefix: &str) -> Vec<String> {
         .collect();
     names.sort();
     names
-}
-
-async fn profile_exists(clients: &AwsClients, name: &str) -> bool {
-    clients
-        .iam
-        .get_instance_profile()
-        .instance_profile_name(name)
-        .send()
-        .await
-        .is_ok()
 }
 
 fn reasons(server: &ApiServer, class: &str) -> Vec<(String, String)> {

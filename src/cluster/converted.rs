@@ -120,31 +120,11 @@ mod tests {
     #[test]
     fn a_pod_is_converted_again_only_when_its_version_changes() {
         let cache = ConvertedPods::default();
-        assert_eq!(
-            cache
-                .get(&pod(Some("u"), "1", "1"))
-                .unwrap()
-                .requests
-                .cpu_millis,
-            1000
-        );
+        let cpu = |pod: K8sPod| cache.get(&pod).unwrap().requests.cpu_millis;
+        assert_eq!(cpu(pod(Some("u"), "1", "1")), 1000);
         // Same version: the stored conversion, even if the object differs.
-        assert_eq!(
-            cache
-                .get(&pod(Some("u"), "1", "2"))
-                .unwrap()
-                .requests
-                .cpu_millis,
-            1000
-        );
-        assert_eq!(
-            cache
-                .get(&pod(Some("u"), "2", "2"))
-                .unwrap()
-                .requests
-                .cpu_millis,
-            2000
-        );
+        assert_eq!(cpu(pod(Some("u"), "1", "2")), 1000);
+        assert_eq!(cpu(pod(Some("u"), "2", "2")), 2000);
         assert_eq!(cache.len(), 1);
     }
 
@@ -165,10 +145,8 @@ mod tests {
     #[test]
     fn pods_without_a_uid_are_converted_but_not_kept_and_errors_are_returned() {
         let cache = ConvertedPods::default();
-        assert_eq!(
-            cache.get(&pod(None, "1", "1")).unwrap().requests.cpu_millis,
-            1000
-        );
+        let converted = cache.get(&pod(None, "1", "1")).unwrap();
+        assert_eq!(converted.requests.cpu_millis, 1000);
         assert!(cache.is_empty());
         let error = cache.get(&pod(Some("bad"), "1", "lots")).unwrap_err();
         assert!(error.to_string().contains("cpu"), "{error}");

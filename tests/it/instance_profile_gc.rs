@@ -15,22 +15,10 @@ use nodewright::controllers::nodeclass::reconcile_node_class;
 use nodewright::sim::apiserver::ApiServer;
 use serde_json::json;
 
-use crate::moto::moto_clients;
+use crate::moto::{create_role, moto_clients, profile_exists};
 use crate::nodeclass::context_in;
 
 const CLUSTER: &str = "gc-cluster";
-
-async fn create_role(clients: &AwsClients, name: &str) {
-    let trust = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
-    clients
-        .iam
-        .create_role()
-        .role_name(name)
-        .assume_role_policy_document(trust)
-        .send()
-        .await
-        .unwrap();
-}
 
 async fn create_profile(clients: &AwsClients, name: &str, path: &str) {
     clients
@@ -41,16 +29,6 @@ async fn create_profile(clients: &AwsClients, name: &str, path: &str) {
         .send()
         .await
         .unwrap();
-}
-
-async fn profile_exists(clients: &AwsClients, name: &str) -> bool {
-    clients
-        .iam
-        .get_instance_profile()
-        .instance_profile_name(name)
-        .send()
-        .await
-        .is_ok()
 }
 
 fn class(role: &str) -> EC2NodeClass {
@@ -77,6 +55,15 @@ fn claim_launched_with(profile: &str) -> NodeClaim {
         },
     }))
     .unwrap()
+}
+
+/// Every object `api` lists, shared as the cluster state's stores hand them out.
+async fn stored<K>(api: &Api<K>) -> Vec<Arc<K>>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let listed = api.list(&Default::default()).await.unwrap();
+    listed.items.into_iter().map(Arc::new).collect()
 }
 
 fn status_profile(class: &EC2NodeClass) -> String {
@@ -130,22 +117,8 @@ async fn profiles_nothing_names_are_deleted_and_the_rest_kept_in_moto() {
         .await
         .unwrap();
 
-    let stored_classes: Vec<Arc<EC2NodeClass>> = classes
-        .list(&Default::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .map(Arc::new)
-        .collect();
-    let stored_claims: Vec<Arc<NodeClaim>> = claims
-        .list(&Default::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .map(Arc::new)
-        .collect();
+    let stored_classes = stored(&classes).await;
+    let stored_claims = stored(&claims).await;
 
     // The replaced profile is protected: only the orphan goes.
     let deleted = collect(&context, &stored_classes, &stored_claims)

@@ -116,9 +116,18 @@ pub fn instance_profile_tags(
     tags
 }
 
+/// The IAM path under which every profile nodewright makes for the cluster
+/// lies: `/karpenter/<region>/<cluster>/`.
+pub fn cluster_instance_profile_path(region: &str, cluster: &str) -> String {
+    format!("/karpenter/{region}/{cluster}/")
+}
+
 /// The IAM path of a class's profiles: `/karpenter/<region>/<cluster>/<uid>/`.
 pub fn instance_profile_path(region: &str, cluster: &str, class_uid: &str) -> String {
-    format!("/karpenter/{region}/{cluster}/{class_uid}/")
+    format!(
+        "{}{class_uid}/",
+        cluster_instance_profile_path(region, cluster)
+    )
 }
 
 /// A fresh profile name for a class: `<cluster>_<number>`, the number a

@@ -17,7 +17,7 @@ use std::time::Duration;
 use super::super::Context;
 use crate::apis::labels::INSTANCE_PROFILE_ANNOTATION_KEY;
 use crate::apis::{EC2NodeClass, NodeClaim};
-use crate::aws::instance_profile::InstanceProfileError;
+use crate::aws::instance_profile::{InstanceProfileError, cluster_instance_profile_path};
 use crate::cluster::ClusterState;
 
 /// How often unused profiles are looked for (Karpenter: 30 minutes).
@@ -56,7 +56,7 @@ pub async fn collect(
     claims: &[Arc<NodeClaim>],
 ) -> Result<Vec<String>, InstanceProfileError> {
     let in_use = in_use(classes, claims);
-    let path = format!("/karpenter/{}/{}/", context.region(), context.cluster_name);
+    let path = cluster_instance_profile_path(&context.region(), &context.cluster_name);
     let profiles = context.instance_profiles.list(&path).await?;
     let mut deleted = Vec::new();
     for profile in profiles {

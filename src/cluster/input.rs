@@ -305,7 +305,9 @@ fn is_active(pod: &K8sPod) -> bool {
     pod.metadata.deletion_timestamp.is_none() && !matches!(phase, Some("Succeeded" | "Failed"))
 }
 
-fn owned_by_daemon_set(pod: &K8sPod) -> bool {
+/// Whether a DaemonSet controls `pod`: such a pod is its DaemonSet's to
+/// place, and counts on every node through the DaemonSet instead.
+pub fn owned_by_daemon_set(pod: &K8sPod) -> bool {
     pod.metadata
         .owner_references
         .iter()

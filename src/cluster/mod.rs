@@ -18,7 +18,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod};
 use crate::apis::{EC2NodeClass, NodeClaim, NodePool};
 
 pub use converted::ConvertedPods;
-pub use input::{InputError, PoolOutcome, Prepared, scheduler_input};
+pub use input::{InputError, PoolOutcome, Prepared, owned_by_daemon_set, scheduler_input};
 pub use state::{ClusterState, StateDriver, Watched};
 
 /// The objects of a cluster a provisioning decision is made from, shared

@@ -34,7 +34,9 @@ use super::pod_status::{
 };
 use crate::apis::labels::DISRUPTED_TAINT_KEY;
 use crate::aws::instance_types::InstanceTypeProvider;
-use crate::cluster::{ClusterSnapshot, ClusterState, ConvertedPods, pod_key, scheduler_input};
+use crate::cluster::{
+    ClusterSnapshot, ClusterState, ConvertedPods, owned_by_daemon_set, pod_key, scheduler_input,
+};
 use crate::controllers::ControllerError;
 use crate::scheduling::{Scheduler, SchedulerOptions, SchedulingResult, convert};
 
@@ -456,14 +458,6 @@ impl Binder {
 
 fn bound_node(pod: &Pod) -> Option<String> {
     pod.spec.as_ref().and_then(|s| s.node_name.clone())
-}
-
-fn owned_by_daemon_set(pod: &Pod) -> bool {
-    pod.metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|o| o.kind == "DaemonSet" && o.controller == Some(true))
 }
 
 /// Whether an unbound pod is for this scheduler to place now.

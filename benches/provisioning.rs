@@ -63,6 +63,8 @@ enum Logged {
         unschedulable: u64,
         prepare_ms: u64,
         solve_ms: u64,
+        /// Planned while the batch was still open.
+        planned_ahead: bool,
     },
 }
 
@@ -79,6 +81,7 @@ struct Capture;
 struct Fields {
     message: String,
     numbers: Vec<(&'static str, u64)>,
+    planned_ahead: bool,
 }
 
 impl tracing::field::Visit for Fields {
@@ -89,6 +92,11 @@ impl tracing::field::Visit for Fields {
     }
     fn record_u64(&mut self, field: &tracing::field::Field, value: u64) {
         self.numbers.push((field.name(), value));
+    }
+    fn record_bool(&mut self, field: &tracing::field::Field, value: bool) {
+        if field.name() == "planned_ahead" {
+            self.planned_ahead = value;
+        }
     }
 }
 
@@ -109,6 +117,7 @@ impl<S: tracing::Subscriber> Layer<S> for Capture {
                 unschedulable: number("unschedulable"),
                 prepare_ms: number("prepare_ms"),
                 solve_ms: number("solve_ms"),
+                planned_ahead: fields.planned_ahead,
             },
             _ => return,
         };
@@ -353,6 +362,7 @@ async fn burst(count: usize, windows: BatchWindows, validate: bool, report: bool
                 unschedulable,
                 prepare_ms,
                 solve_ms,
+                planned_ahead,
             } => {
                 assert_eq!(unschedulable, 0, "pods left unschedulable in a round");
                 let (first, placed) = creates.take().unwrap_or((at, at));
@@ -360,7 +370,7 @@ async fn burst(count: usize, windows: BatchWindows, validate: bool, report: bool
                     latencies.push(placed - *created);
                     tail = at - *became_pending;
                 }
-                let timings = (prepare_ms, solve_ms, placed - first);
+                let timings = (prepare_ms, solve_ms, planned_ahead, placed - first);
                 rounds.push((at - start, pending, created, timings));
             }
         }
@@ -382,9 +392,14 @@ async fn burst(count: usize, windows: BatchWindows, validate: bool, report: bool
             "pod created -> its NodeClaim created: p50 {p50:?}, p99 {p99:?}, max {max:?}; {claims} NodeClaims, {} rounds",
             rounds.len()
         );
-        for (end, pending, created, (prepare_ms, solve_ms, creating)) in &rounds {
+        for (end, pending, created, (prepare_ms, solve_ms, ahead, creating)) in &rounds {
+            let when = if *ahead {
+                "planned ahead"
+            } else {
+                "after the window"
+            };
             println!(
-                "  round ending {end:?} after the first pod: {pending} pods, {created} NodeClaims, input {prepare_ms} ms, solve {solve_ms} ms, creating the NodeClaims {creating:?}"
+                "  round ending {end:?} after the first pod: {pending} pods, {created} NodeClaims, input {prepare_ms} ms, solve {solve_ms} ms ({when}), creating the NodeClaims {creating:?}"
             );
         }
         let beyond = tail.saturating_sub(idle);

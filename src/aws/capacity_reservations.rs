@@ -17,6 +17,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use aws_sdk_ec2::types::{CapacityReservationState, Filter};
@@ -104,17 +105,30 @@ impl ReservationError {
 #[derive(Debug)]
 pub struct ReservationAvailability {
     counts: TtlCache<String, u32>,
+    /// Bumped on every count written.
+    version: AtomicU64,
 }
 
 impl Default for ReservationAvailability {
     fn default() -> Self {
         ReservationAvailability {
             counts: TtlCache::new(AVAILABILITY_TTL, MAX_CACHED),
+            version: AtomicU64::new(0),
         }
     }
 }
 
 impl ReservationAvailability {
+    /// Changes whenever a count is written, so a decision made from the
+    /// counts knows when they moved.
+    pub fn version(&self) -> u64 {
+        self.version.load(Ordering::SeqCst)
+    }
+
+    fn written(&self) {
+        self.version.fetch_add(1, Ordering::SeqCst);
+    }
+
     /// Instances reservation `id` has room for, if it was seen lately.
     pub fn available(&self, id: &str) -> Option<u32> {
         self.counts.get(&id.to_string())
@@ -123,23 +137,27 @@ impl ReservationAvailability {
     /// Records EC2's count for `id`.
     pub fn set(&self, id: &str, count: u32) {
         self.counts.insert(id.to_string(), count);
+        self.written();
     }
 
     /// One instance was launched into `id`.
     pub fn mark_launched(&self, id: &str) {
         self.counts
             .update(&id.to_string(), |count| *count = count.saturating_sub(1));
+        self.written();
     }
 
     /// One instance of `id` was terminated.
     pub fn mark_terminated(&self, id: &str) {
         self.counts
             .update(&id.to_string(), |count| *count = count.saturating_add(1));
+        self.written();
     }
 
     /// A launch into `id` found no room: treat it as full until EC2 says otherwise.
     pub fn mark_unavailable(&self, id: &str) {
         self.counts.update(&id.to_string(), |count| *count = 0);
+        self.written();
     }
 }
 

@@ -12,6 +12,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -114,6 +115,8 @@ pub struct ClusterState {
     /// ConfigMaps (extension modules may be stored in them).
     pub config_maps: Watched<ConfigMap>,
     tracking: Mutex<Tracking>,
+    /// Bumped by every watched change and every change to the tracking.
+    changes: Arc<AtomicU64>,
     /// `true` once every store holds its first list. One task waits on the
     /// stores (a store's readiness wakes only one of several waiters);
     /// everyone else waits on this.
@@ -129,17 +132,19 @@ impl ClusterState {
     /// every first list.
     pub fn start(client: Client) -> (Arc<ClusterState>, StateDriver) {
         let mut drivers = Vec::new();
+        let changes = Arc::new(AtomicU64::new(0));
         let state = ClusterState {
-            nodes: watched(Api::all(client.clone()), &mut drivers),
-            node_claims: watched(Api::all(client.clone()), &mut drivers),
-            pods: watched(Api::all(client.clone()), &mut drivers),
-            node_pools: watched(Api::all(client.clone()), &mut drivers),
-            node_classes: watched(Api::all(client.clone()), &mut drivers),
-            daemon_sets: watched(Api::all(client.clone()), &mut drivers),
-            pdbs: watched(Api::all(client.clone()), &mut drivers),
-            namespaces: watched(Api::all(client.clone()), &mut drivers),
-            config_maps: watched(Api::all(client), &mut drivers),
+            nodes: watched(Api::all(client.clone()), &changes, &mut drivers),
+            node_claims: watched(Api::all(client.clone()), &changes, &mut drivers),
+            pods: watched(Api::all(client.clone()), &changes, &mut drivers),
+            node_pools: watched(Api::all(client.clone()), &changes, &mut drivers),
+            node_classes: watched(Api::all(client.clone()), &changes, &mut drivers),
+            daemon_sets: watched(Api::all(client.clone()), &changes, &mut drivers),
+            pdbs: watched(Api::all(client.clone()), &changes, &mut drivers),
+            namespaces: watched(Api::all(client.clone()), &changes, &mut drivers),
+            config_maps: watched(Api::all(client), &changes, &mut drivers),
             tracking: Mutex::new(Tracking::default()),
+            changes,
             synced: tokio::sync::watch::Sender::new(false),
         };
         let state = Arc::new(state);
@@ -183,12 +188,26 @@ impl ClusterState {
         self.tracking.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The tracking, to change it: counted as a change.
+    fn tracking_mut(&self) -> std::sync::MutexGuard<'_, Tracking> {
+        self.changes.fetch_add(1, Ordering::SeqCst);
+        self.tracking()
+    }
+
+    /// A number that changes whenever a watched object or the tracking
+    /// (nominations, created NodeClaims, marks for deletion) changes: a
+    /// decision computed from a snapshot taken after reading it still holds
+    /// while it reads the same (only time has passed).
+    pub fn change_count(&self) -> u64 {
+        self.changes.load(Ordering::SeqCst)
+    }
+
     /// Records that `pod` (`namespace/name`) is planned onto `target` (a
     /// NodeClaim or Node) for `period`: until it binds or the period ends
     /// (or, for a NodeClaim still launching, until it launches or is
     /// deleted), it is not provisioned for again.
     pub fn nominate(&self, pod: &str, target: &str, period: Duration) {
-        self.tracking().nominations.insert(
+        self.tracking_mut().nominations.insert(
             pod.to_string(),
             (target.to_string(), Instant::now() + period),
         );
@@ -207,7 +226,7 @@ impl ClusterState {
     /// Drops every nomination to `target` (a NodeClaim that was deleted
     /// before its node came up), so its pods are provisioned again.
     pub fn release_nominations(&self, target: &str) {
-        self.tracking()
+        self.tracking_mut()
             .nominations
             .retain(|_, (nominee, _)| nominee != target);
     }
@@ -215,17 +234,19 @@ impl ClusterState {
     /// Records a NodeClaim this process created, until the watch shows it.
     pub fn record_created(&self, claim: NodeClaim) {
         let name = claim.name_any();
-        self.tracking().created.insert(name, Arc::new(claim));
+        self.tracking_mut().created.insert(name, Arc::new(claim));
     }
 
     /// Marks a node as about to be deleted: it takes no new pods.
     pub fn mark_for_deletion(&self, node: &str) {
-        self.tracking().marked_for_deletion.insert(node.to_string());
+        self.tracking_mut()
+            .marked_for_deletion
+            .insert(node.to_string());
     }
 
     /// Takes back [`ClusterState::mark_for_deletion`].
     pub fn unmark_for_deletion(&self, node: &str) {
-        self.tracking().marked_for_deletion.remove(node);
+        self.tracking_mut().marked_for_deletion.remove(node);
     }
 
     /// Whether a node is marked for deletion (here or by its deletionTimestamp).
@@ -344,8 +365,13 @@ where
     }
 }
 
-/// A store and change feed for `api`'s kind, and the future that drives its watch.
-fn watched<K>(api: Api<K>, drivers: &mut Vec<StateDriver>) -> Watched<K>
+/// A store and change feed for `api`'s kind, and the future that drives its
+/// watch (pushed onto `drivers`), which bumps `change_count` on every change.
+fn watched<K>(
+    api: Api<K>,
+    change_count: &Arc<AtomicU64>,
+    drivers: &mut Vec<StateDriver>,
+) -> Watched<K>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
@@ -353,6 +379,7 @@ where
     let (changes, _) = broadcast::channel(CHANGE_BUFFER);
     let sender = changes.clone();
     let stored = store.clone();
+    let change_count = change_count.clone();
     let stream = watcher(api, watcher::Config::default())
         .default_backoff()
         .modify(|object: &mut K| object.managed_fields_mut().clear())
@@ -363,6 +390,13 @@ where
         // list no longer holds is sent as deleted.
         let mut before_list: Vec<Arc<K>> = Vec::new();
         while let Some(event) = stream.next().await {
+            if matches!(
+                event,
+                Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone)
+            ) {
+                // After the store changed, before anyone hears of it.
+                change_count.fetch_add(1, Ordering::SeqCst);
+            }
             // Nobody listening is fine: the store is updated all the same.
             match event {
                 Ok(watcher::Event::Apply(object) | watcher::Event::Delete(object)) => {

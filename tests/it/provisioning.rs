@@ -10,6 +10,7 @@ use kube::runtime::events::{Recorder, Reporter};
 use nodewright::apis::{EC2NodeClass, NodeClaim, NodePool};
 use nodewright::aws::catalog::Catalog;
 use nodewright::aws::instance_types::InstanceTypeProvider;
+use nodewright::cloudprovider::OfferingKey;
 use nodewright::cluster::ClusterState;
 use nodewright::controllers::provisioning::{Provisioner, ProvisioningSettings};
 use nodewright::extensions::Extensions;
@@ -61,6 +62,7 @@ fn pod(name: &str, cpu: &str, unschedulable: bool) -> Pod {
 struct Cluster {
     server: ApiServer,
     state: Arc<ClusterState>,
+    instance_types: Arc<InstanceTypeProvider>,
     provisioner: Provisioner,
     driver: tokio::task::JoinHandle<()>,
 }
@@ -78,18 +80,8 @@ async fn cluster(objects: &[Pod]) -> Cluster {
         .create(&PostParams::default(), &class)
         .await
         .unwrap();
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     for pod in objects {
-        // The API server drops a new pod's status; kube-scheduler writes it after.
-        let created = pods.create(&PostParams::default(), pod).await.unwrap();
-        let status = json!({"status": pod.status});
-        pods.patch_status(
-            created.metadata.name.as_deref().unwrap(),
-            &PatchParams::default(),
-            &Patch::Merge(&status),
-        )
-        .await
-        .unwrap();
+        create_pod(&client, pod).await;
     }
     let (state, driver) = ClusterState::start(client.clone());
     let driver = tokio::spawn(driver);
@@ -109,16 +101,47 @@ async fn cluster(objects: &[Pod]) -> Cluster {
     let provisioner = Provisioner::new(
         client,
         state.clone(),
-        instance_types,
+        instance_types.clone(),
         ProvisioningSettings::default(),
         recorder,
     );
     Cluster {
         server,
         state,
+        instance_types,
         provisioner,
         driver,
     }
+}
+
+/// Creates `pod`, then writes its status, as kube-scheduler would after
+/// the API server dropped the status of the new pod.
+async fn create_pod(client: &kube::Client, pod: &Pod) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let created = pods.create(&PostParams::default(), pod).await.unwrap();
+    let status = json!({"status": pod.status});
+    pods.patch_status(
+        created.metadata.name.as_deref().unwrap(),
+        &PatchParams::default(),
+        &Patch::Merge(&status),
+    )
+    .await
+    .unwrap();
+}
+
+/// Waits until the cluster state sees pod `name` unschedulable.
+async fn seen_pending(state: &ClusterState, name: &str) {
+    for _ in 0..500 {
+        let seen = state.pods.all().iter().any(|p| {
+            p.metadata.name.as_deref() == Some(name)
+                && nodewright::controllers::provisioning::is_provisionable(p)
+        });
+        if seen {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("the cluster state never saw {name} pending");
 }
 
 fn claims(server: &ApiServer) -> Vec<NodeClaim> {
@@ -176,6 +199,46 @@ async fn unschedulable_pods_become_node_claims_once() {
     let again = cluster.provisioner.provision().await.unwrap();
     assert_eq!(again.pending, 0);
     assert_eq!(claims(&cluster.server).len(), 1);
+    cluster.driver.abort();
+}
+
+#[tokio::test]
+async fn a_round_uses_the_plan_made_ahead_only_while_nothing_it_read_changed() {
+    let cluster = cluster(&[pod("web-0", "1", true)]).await;
+    let client = cluster.server.client();
+    // Nothing changed since the plan began: it is the round's.
+    cluster.provisioner.plan_ahead();
+    let round = cluster.provisioner.provision().await.unwrap();
+    assert!(round.planned_ahead);
+    assert_eq!((round.pending, round.created.len()), (1, 1));
+
+    // A pod became pending after the plan began: the round plans again
+    // and places it (web-0 is nominated and not pending any more).
+    cluster.provisioner.plan_ahead();
+    create_pod(&client, &pod("web-1", "1", true)).await;
+    seen_pending(&cluster.state, "web-1").await;
+    let round = cluster.provisioner.provision().await.unwrap();
+    assert!(!round.planned_ahead);
+    assert_eq!(round.pending, 1);
+    assert_eq!(round.unschedulable, []);
+
+    // The same when an offering ran out of capacity after the plan began.
+    create_pod(&client, &pod("web-2", "1", true)).await;
+    seen_pending(&cluster.state, "web-2").await;
+    cluster.provisioner.plan_ahead();
+    cluster.instance_types.unavailable().mark(OfferingKey {
+        instance_type: "m5.large".to_string(),
+        zone: "us-east-1a".to_string(),
+        capacity_type: "on-demand".to_string(),
+    });
+    let round = cluster.provisioner.provision().await.unwrap();
+    assert!(!round.planned_ahead);
+    assert_eq!(round.pending, 1);
+
+    // A plan is used once: the next round plans for itself.
+    let round = cluster.provisioner.provision().await.unwrap();
+    assert!(!round.planned_ahead);
+    assert_eq!(round.pending, 0);
     cluster.driver.abort();
 }
 

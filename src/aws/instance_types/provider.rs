@@ -12,6 +12,7 @@
 //! swapped in by whoever refreshes it (the live EC2 catalog on a timer).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use super::{ResolveError, ResolverSettings, resolve_all};
@@ -34,6 +35,8 @@ pub struct InstanceTypeProvider {
     unavailable: Arc<UnavailableOfferings>,
     reservations: Arc<ReservationAvailability>,
     resolved: Mutex<HashMap<String, Arc<Vec<InstanceType>>>>,
+    /// Catalogs swapped in so far.
+    catalogs: AtomicU64,
 }
 
 impl InstanceTypeProvider {
@@ -50,7 +53,20 @@ impl InstanceTypeProvider {
             unavailable,
             reservations: Arc::default(),
             resolved: Mutex::new(HashMap::new()),
+            catalogs: AtomicU64::new(0),
         }
+    }
+
+    /// Changes whenever what [`InstanceTypeProvider::for_pool`] returns for
+    /// the same class and ConfigMaps may change — a new catalog, an offering
+    /// marked unavailable, a reservation count written — so a decision made
+    /// from it knows when it is out of date. (Unavailable marks also lapse
+    /// with time, which this does not count.)
+    pub fn version(&self) -> u64 {
+        self.catalogs
+            .load(Ordering::SeqCst)
+            .wrapping_add(self.unavailable.version())
+            .wrapping_add(self.reservations.version())
     }
 
     /// The catalog served now.
@@ -67,6 +83,7 @@ impl InstanceTypeProvider {
             Ok(mut current) => *current = catalog,
             Err(e) => *e.into_inner() = catalog,
         }
+        self.catalogs.fetch_add(1, Ordering::SeqCst);
         if let Ok(mut resolved) = self.resolved.lock() {
             resolved.clear();
         }

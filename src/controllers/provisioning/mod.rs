@@ -5,13 +5,19 @@
 //! to them, so the next round does not provision for them again. Pods it
 //! cannot place get one `FailedScheduling` event per round with the
 //! scheduler's reason.
+//!
+//! While a batch is open and its pods pause for half the idle window, the
+//! round is planned ahead (see `plan.rs`); when the batch closes with nothing
+//! changed since, that plan is the round's, so a large batch does not wait
+//! for its solve after the window.
 
 mod batcher;
 mod node_claims;
+mod plan;
 mod pods;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
@@ -26,9 +32,10 @@ pub use pods::is_provisionable;
 use super::ControllerError;
 use crate::apis::{NodeClaim, NodePool};
 use crate::aws::instance_types::InstanceTypeProvider;
-use crate::cluster::{ClusterState, ConvertedPods, pod_key, scheduler_input};
+use crate::cluster::{ClusterState, pod_key};
 use crate::metrics::{labels, metrics};
-use crate::scheduling::{NewNodeClaim, Scheduler, SchedulerOptions, SchedulingResult};
+use crate::scheduling::{NewNodeClaim, SchedulerOptions, SchedulingResult};
+use plan::{Ahead, Plan, Planner};
 
 /// NodeClaims created at once.
 const CREATE_CONCURRENCY: usize = 16;
@@ -84,19 +91,19 @@ pub struct Round {
     pub prepare: Duration,
     /// How long the solve took.
     pub solve: Duration,
+    /// Whether the round's plan was made ahead, while its batch was open.
+    pub planned_ahead: bool,
 }
 
 /// The provisioning controller.
 pub struct Provisioner {
     client: Client,
     state: Arc<ClusterState>,
-    instance_types: Arc<InstanceTypeProvider>,
     settings: ProvisioningSettings,
     recorder: Recorder,
     batcher: Batcher,
-    /// Provisionable pods converted as they arrive, so a round's input
-    /// step copies them rather than converting them all at its start.
-    converted: Arc<ConvertedPods>,
+    planner: Arc<Planner>,
+    ahead: Ahead,
 }
 
 impl Provisioner {
@@ -110,19 +117,25 @@ impl Provisioner {
     ) -> Self {
         Provisioner {
             client,
+            planner: Arc::new(Planner {
+                state: state.clone(),
+                instance_types,
+                options: settings.scheduler.clone(),
+                converted: Arc::default(),
+            }),
             state,
-            instance_types,
             batcher: Batcher::new(settings.batch),
             settings,
             recorder,
-            converted: Arc::default(),
+            ahead: Ahead::default(),
         }
     }
 
     /// Runs until the pod feed ends: every provisionable pod change is
     /// converted for the scheduler and triggers the batcher, and so does
     /// every [`ProvisioningSettings::requeue`] while a pod stays
-    /// provisionable; every closed batch runs one round.
+    /// provisionable; every closed batch runs one round, planned ahead
+    /// when its pods pause for half the idle window.
     pub async fn run(self: Arc<Self>) {
         let feeder = {
             let this = self.clone();
@@ -130,7 +143,7 @@ impl Provisioner {
                 let mut changes = std::pin::pin!(this.state.pods.changes());
                 while let Some(pod) = changes.next().await {
                     if is_provisionable(&pod) {
-                        this.converted.refresh(&pod);
+                        this.planner.converted.refresh(&pod);
                         this.batcher.trigger();
                     }
                 }
@@ -155,7 +168,8 @@ impl Provisioner {
                 self.batcher.trigger();
             }
             loop {
-                self.batcher.wait().await;
+                self.ahead.clear();
+                self.batcher.wait(|| self.plan_ahead()).await;
                 match self.provision().await {
                     Ok(round) if round.pending > 0 => tracing::info!(
                         pending = round.pending,
@@ -164,6 +178,7 @@ impl Provisioner {
                         unschedulable = round.unschedulable.len(),
                         prepare_ms = round.prepare.as_millis() as u64,
                         solve_ms = round.solve.as_millis() as u64,
+                        planned_ahead = round.planned_ahead,
                         "provisioned"
                     ),
                     Ok(_) => {}
@@ -181,49 +196,42 @@ impl Provisioner {
         }
     }
 
-    /// One provisioning round on the cluster state as it is now.
+    /// Starts planning the next round now, on a blocking thread; the round
+    /// uses that plan if nothing it read changes before the round starts.
+    /// [`Provisioner::run`] calls it when pods pause for half the idle window.
+    pub fn plan_ahead(&self) {
+        self.ahead.start(&self.planner);
+    }
+
+    /// One provisioning round on the cluster state as it is now (or as it
+    /// was when the plan made ahead began, if nothing changed since).
     pub async fn provision(&self) -> Result<Round, ControllerError> {
-        let started = Instant::now();
-        let mut snapshot = self.state.snapshot();
-        // Only pods kube-scheduler gave up on are placed; other unbound pods
-        // are its to place (nominated ones stay: they count where they go).
-        // One pass over the pods: with 10,000 of them, each pass costs milliseconds.
-        let mut pending: Vec<Arc<Pod>> = Vec::new();
-        let mut pods = std::mem::take(&mut snapshot.pods);
-        pods.retain(|p| {
-            if p.spec.as_ref().is_some_and(|s| s.node_name.is_some()) {
-                return true;
+        let (plan, planned_ahead) = match self.ahead.take(&self.planner).await {
+            Some(plan) => (plan, true),
+            None => {
+                let planner = self.planner.clone();
+                (
+                    tokio::task::spawn_blocking(move || planner.plan()).await?,
+                    false,
+                )
             }
-            let nominated = snapshot.nomination(p).is_some();
-            let provisionable = is_provisionable(p);
-            if provisionable && !nominated {
-                pending.push(p.clone());
-            }
-            nominated || provisionable
-        });
-        snapshot.pods = pods;
-        if pending.is_empty() {
-            // Pods converted since the last round that another scheduler placed.
-            self.converted.sweep();
+        };
+        // Pods converted since the last round that it did not read (another
+        // scheduler placed them, or they are gone).
+        self.planner.converted.sweep();
+        let Plan {
+            pending,
+            pools,
+            solved: Some(solved),
+        } = plan
+        else {
             return Ok(Round::default());
+        };
+        for problem in &solved.problems {
+            tracing::warn!(%problem, "left out of provisioning");
         }
-        let pools = snapshot.node_pools.clone();
-        let (instance_types, options) =
-            (self.instance_types.clone(), self.settings.scheduler.clone());
-        let converted = self.converted.clone();
-        let (result, prepare, solve, ignored) = tokio::task::spawn_blocking(move || {
-            let prepared = scheduler_input(&snapshot, &instance_types, options, &converted);
-            converted.sweep();
-            for problem in &prepared.problems {
-                tracing::warn!(%problem, "left out of provisioning");
-            }
-            let prepare = started.elapsed();
-            let result = Scheduler::new(prepared.input).solve();
-            let solve = started.elapsed() - prepare;
-            (result, prepare, solve, prepared.problems.len())
-        })
-        .await?;
-        record_round(&pending, &result, solve, ignored);
+        let result = solved.result;
+        record_round(&pending, &result, solved.solve, solved.problems.len());
         let created = self.create_node_claims(&pools, &result).await;
         self.report_unschedulable(&pending, &result).await;
         Ok(Round {
@@ -235,8 +243,9 @@ impl Provisioner {
                 .iter()
                 .map(|e| (e.pod.clone(), e.reason.clone()))
                 .collect(),
-            prepare,
-            solve,
+            prepare: solved.prepare,
+            solve: solved.solve,
+            planned_ahead,
         })
     }
 

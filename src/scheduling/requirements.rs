@@ -227,17 +227,36 @@ impl<V: Ord + Clone> ValueSet<V> {
     }
 
     fn within(&self, value: &V, number: &impl Fn(&V) -> Option<i64>) -> bool {
+        self.within_bounds(|| number(value))
+    }
+
+    /// Whether the number `number` gives is within `Gt`/`Lt` (asked only
+    /// when there are bounds).
+    fn within_bounds(&self, number: impl FnOnce() -> Option<i64>) -> bool {
         if self.greater_than.is_none() && self.less_than.is_none() {
             return true;
         }
-        let Some(n) = number(value) else { return false };
+        let Some(n) = number() else { return false };
         self.greater_than.is_none_or(|gt| n > gt) && self.less_than.is_none_or(|lt| n < lt)
     }
 
     /// Whether `value` satisfies the set.
     pub fn has(&self, value: &V, number: &impl Fn(&V) -> Option<i64>) -> bool {
-        let listed = self.values.binary_search(value).is_ok();
-        (listed != self.complement) && self.within(value, number)
+        self.has_borrowed(value, number)
+    }
+
+    /// [`ValueSet::has`] for a borrowed form of a value (a `&str` for a set
+    /// of `String`s), so a caller need not make an owned copy to ask.
+    pub fn has_borrowed<Q>(&self, value: &Q, number: impl Fn(&Q) -> Option<i64>) -> bool
+    where
+        V: std::borrow::Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        let listed = self
+            .values
+            .binary_search_by(|v| v.borrow().cmp(value))
+            .is_ok();
+        (listed != self.complement) && self.within_bounds(|| number(value))
     }
 
     /// The values both sets accept (Karpenter's `Intersection`).
@@ -437,7 +456,7 @@ impl Requirement {
 
     /// Whether a label value satisfies the requirement.
     pub fn has(&self, value: &str) -> bool {
-        self.values.has(&value.to_string(), &label_number)
+        self.values.has_borrowed(value, |v: &str| v.parse().ok())
     }
 
     /// Values both requirements accept; `minValues` is the larger of the two.

@@ -323,8 +323,13 @@ impl Provisioner {
 
     /// One `FailedScheduling` Warning per pod the solve could not place.
     async fn report_unschedulable(&self, pending: &[Arc<Pod>], result: &SchedulingResult) {
+        if result.errors.is_empty() {
+            return;
+        }
+        let by_key: std::collections::HashMap<String, &Arc<Pod>> =
+            pending.iter().map(|p| (pod_key(p), p)).collect();
         for error in &result.errors {
-            let Some(pod) = pending.iter().find(|p| pod_key(p) == error.pod) else {
+            let Some(pod) = by_key.get(&error.pod) else {
                 continue;
             };
             let event = Event {

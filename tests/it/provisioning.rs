@@ -18,6 +18,8 @@ use nodewright::sim::apiserver::ApiServer;
 use nodewright_host::HostConfig;
 use serde_json::json;
 
+use crate::fixture::eventually_within;
+
 const POOL: &str = r#"
 apiVersion: karpenter.sh/v1
 kind: NodePool
@@ -131,17 +133,19 @@ async fn create_pod(client: &kube::Client, pod: &Pod) {
 
 /// Waits until the cluster state sees pod `name` unschedulable.
 async fn seen_pending(state: &ClusterState, name: &str) {
-    for _ in 0..500 {
-        let seen = state.pods.all().iter().any(|p| {
-            p.metadata.name.as_deref() == Some(name)
-                && nodewright::controllers::provisioning::is_provisionable(p)
-        });
-        if seen {
-            return;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    panic!("the cluster state never saw {name} pending");
+    let what = format!("the cluster state to see {name} pending");
+    eventually_within(&what, std::time::Duration::from_secs(5), || async {
+        state
+            .pods
+            .all()
+            .iter()
+            .any(|p| {
+                p.metadata.name.as_deref() == Some(name)
+                    && nodewright::controllers::provisioning::is_provisionable(p)
+            })
+            .then_some(())
+    })
+    .await;
 }
 
 fn claims(server: &ApiServer) -> Vec<NodeClaim> {

@@ -250,6 +250,7 @@ fn operator(server: &ApiServer, windows: BatchWindows) -> Operator {
             leader_election: None,
             metrics_addr: local,
             health_addr: local,
+            node_repair: false,
         },
     }
 }

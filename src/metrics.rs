@@ -33,8 +33,13 @@ pub struct Metrics {
     pub nodeclaims_terminated: Counters,
     /// `karpenter_nodeclaims_disrupted_total{reason, nodepool, capacity_type}`:
     /// NodeClaims removed other than by a user (insufficient capacity, a class
-    /// not ready, launch or registration timeouts, garbage collection).
+    /// not ready, launch or registration timeouts, garbage collection,
+    /// unhealthy nodes).
     pub nodeclaims_disrupted: Counters,
+    /// `karpenter_nodeclaims_unhealthy_disrupted_total{condition, nodepool,
+    /// capacity_type, image_id}`: NodeClaims node repair deleted, by the
+    /// Node condition (snake_case) that made them unhealthy.
+    pub nodeclaims_unhealthy_disrupted: Counters,
     /// `karpenter_nodes_created_total{nodepool, zone}`: nodes registered.
     pub nodes_created: Counters,
     /// `karpenter_nodes_terminated_total{nodepool, zone}`: nodes released.
@@ -98,6 +103,10 @@ impl Metrics {
         let nodeclaims_disrupted = counters(
             "karpenter_nodeclaims_disrupted",
             "NodeClaims removed by nodewright, by reason.",
+        );
+        let nodeclaims_unhealthy_disrupted = counters(
+            "karpenter_nodeclaims_unhealthy_disrupted",
+            "Unhealthy NodeClaims node repair deleted, by the Node condition, NodePool and image.",
         );
         let nodes_created = counters(
             "karpenter_nodes_created",
@@ -185,6 +194,7 @@ impl Metrics {
             nodeclaims_created,
             nodeclaims_terminated,
             nodeclaims_disrupted,
+            nodeclaims_unhealthy_disrupted,
             nodes_created,
             nodes_terminated,
             nodes_drained,

@@ -1,10 +1,6 @@
 //! Drift checks that need no cloud API: the EC2NodeClass hash a NodeClaim
-//! was launched with against the class's current one, and the node-repair
-//! policies for the conditions EKS nodes report.
+//! was launched with against the class's current one.
 
-use std::time::Duration;
-
-use super::RepairPolicy;
 use crate::apis::labels::{
     EC2_NODE_CLASS_HASH_ANNOTATION_KEY, EC2_NODE_CLASS_HASH_VERSION_ANNOTATION_KEY,
 };
@@ -35,26 +31,6 @@ pub fn node_class_hash_drifted(claim: &NodeClaim, class: &EC2NodeClass) -> bool 
         EC2_NODE_CLASS_HASH_VERSION_ANNOTATION_KEY,
     );
     matches!((claim_hash, class_hash), (Some(a), Some(b)) if same_version && a != b)
-}
-
-/// Node conditions after which an EC2 node is replaced: the kubelet's
-/// `Ready` False or Unknown for 30 minutes, and the EKS node monitoring
-/// agent's conditions (accelerated hardware 10 minutes, the rest 30).
-pub fn repair_policies() -> Vec<RepairPolicy> {
-    let policy = |condition_type, condition_status, minutes: u64| RepairPolicy {
-        condition_type,
-        condition_status,
-        toleration: Duration::from_secs(minutes * 60),
-    };
-    vec![
-        policy("Ready", "False", 30),
-        policy("Ready", "Unknown", 30),
-        policy("AcceleratedHardwareReady", "False", 10),
-        policy("StorageReady", "False", 30),
-        policy("NetworkingReady", "False", 30),
-        policy("KernelReady", "False", 30),
-        policy("ContainerRuntimeReady", "False", 30),
-    ]
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ mod drift;
 mod error;
 pub mod launch;
 pub mod metered;
+mod repair;
 pub mod simulated;
 mod unavailable_offerings;
 
@@ -25,8 +26,9 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use crate::apis::{EC2NodeClass, NodeClaim, NodePool};
 use crate::scheduling::InstanceType;
 
-pub use drift::{node_class_hash_drifted, repair_policies};
+pub use drift::node_class_hash_drifted;
 pub use error::{BoxError, CloudProviderError, OfferingKey};
+pub use repair::repair_policies;
 pub use unavailable_offerings::{UNAVAILABLE_OFFERINGS_TTL, UnavailableOfferings};
 
 /// An EC2NodeClass as a provider call needs it: the class, and the

@@ -36,6 +36,9 @@ pub struct OperatorSettings {
     pub metrics_addr: SocketAddr,
     /// Where `/healthz` and `/readyz` are served.
     pub health_addr: SocketAddr,
+    /// Run node repair (`--feature-gates NodeRepair=true`): unhealthy
+    /// nodes' NodeClaims are deleted after their repair policy's toleration.
+    pub node_repair: bool,
 }
 
 /// Why the operator stopped other than by a shutdown signal.
@@ -224,6 +227,13 @@ impl Operator {
                 nodeclaim::garbage_collection::run(collector).await;
                 "nodeclaim.garbagecollection"
             });
+            if self.settings.node_repair {
+                let health = context("node.health");
+                set.spawn(async move {
+                    node::health::run(health).await;
+                    "node.health"
+                });
+            }
         } else {
             tracing::warn!(
                 "no cloud provider: nothing is launched or terminated; status controllers only"

@@ -16,6 +16,7 @@ mod fixture;
 mod instance_profile_gc;
 mod kubectl;
 mod moto;
+mod node_repair;
 mod node_termination;
 mod nodeclaim_lifecycle;
 mod nodeclass;

@@ -313,6 +313,56 @@ async fn a_do_not_disrupt_pod_without_a_grace_period_holds_the_node() {
 }
 
 #[tokio::test]
+async fn a_termination_timestamp_already_past_deletes_the_pods_budgets_and_do_not_disrupt_hold() {
+    // No terminationGracePeriod: only the annotation (as node repair sets
+    // it) lets the drain go past the budget and the annotation.
+    let cluster = registered(None).await;
+    let held = json!({"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": "true"}}, "spec": {"terminationGracePeriodSeconds": 0}});
+    let budgeted = json!({"metadata": {"labels": {"app": "db"}}, "spec": {"terminationGracePeriodSeconds": 0}});
+    cluster
+        .add_pods(&[pod("web", held), pod("db", budgeted)])
+        .await;
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(cluster.ctx.client.clone(), "default");
+    let pdb: PodDisruptionBudget = serde_json::from_value(json!({
+        "metadata": {"name": "db"},
+        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "db"}}}
+    }))
+    .unwrap();
+    pdbs.create(&PostParams::default(), &pdb).await.unwrap();
+    let stamp = k8s_openapi::jiff::Timestamp::from_second(
+        k8s_openapi::jiff::Timestamp::now().as_second() - 60,
+    )
+    .unwrap()
+    .to_string();
+    let annotated = json!({"metadata": {"annotations": {"karpenter.sh/nodeclaim-termination-timestamp": stamp}}});
+    cluster
+        .claims()
+        .patch(
+            "general-a",
+            &PatchParams::default(),
+            &Patch::Merge(&annotated),
+        )
+        .await
+        .unwrap();
+    // Waits for the cluster state to hold the annotated claim.
+    cluster.pass("general-a").await;
+    cluster
+        .nodes()
+        .delete(NODE, &DeleteParams::default())
+        .await
+        .unwrap();
+    cluster
+        .terminate_until(60, |c| c.pod_names().is_empty())
+        .await;
+    assert!(
+        cluster.pod_names().is_empty(),
+        "deleted past the termination timestamp: {:?}",
+        cluster.pod_names()
+    );
+    cluster.driver.abort();
+}
+
+#[tokio::test]
 async fn a_node_whose_instance_is_gone_is_released_at_once() {
     let cluster = registered(None).await;
     cluster.add_pods(&[pod("web", json!({}))]).await;

@@ -209,6 +209,7 @@ fn operator_on(
             leader_election: Some(lease(identity)),
             metrics_addr: local,
             health_addr: local,
+            node_repair: false,
         },
     }
 }
@@ -389,4 +390,56 @@ async fn a_leader_killed_mid_provisioning_loses_no_pod_and_leaks_no_instance() {
         "one instance per claim, none leaked"
     );
     b.abort();
+}
+
+#[tokio::test]
+async fn with_the_node_repair_gate_a_node_not_ready_past_its_toleration_is_replaced() {
+    let server = cluster(1).await;
+    let mut repairing = operator(&server, "replica-repair");
+    repairing.settings.leader_election = None;
+    repairing.settings.node_repair = true;
+    let running = tokio::spawn(repairing.run(std::future::pending(), |_| {}));
+    let (name, provider_id) = within("a claim launched", 20, async {
+        loop {
+            let launched = claims(&server).into_iter().find_map(|c| {
+                let id = c.status.as_ref()?.provider_id.clone()?;
+                Some((c.metadata.name.clone()?, id))
+            });
+            if let Some(launched) = launched {
+                break launched;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    // Its node has not been Ready for an hour: past the 30 minutes `Ready`
+    // is tolerated.
+    let an_hour_ago = k8s_openapi::jiff::Timestamp::from_second(
+        k8s_openapi::jiff::Timestamp::now().as_second() - 3600,
+    )
+    .unwrap();
+    let node: k8s_openapi::api::core::v1::Node = serde_json::from_value(json!({
+        "metadata": {"name": "ip-10-0-9-9.ec2.internal", "labels": {"karpenter.sh/nodepool": "general"}},
+        "spec": {"providerID": provider_id},
+        "status": {"conditions": [{"type": "Ready", "status": "False", "lastTransitionTime": an_hour_ago.to_string()}]}
+    }))
+    .unwrap();
+    Api::<k8s_openapi::api::core::v1::Node>::all(server.client())
+        .create(&PostParams::default(), &node)
+        .await
+        .unwrap();
+    within("the unhealthy node's claim deleted", 20, async {
+        loop {
+            let live = claims(&server).into_iter().any(|c| {
+                c.metadata.name.as_deref() == Some(name.as_str())
+                    && c.metadata.deletion_timestamp.is_none()
+            });
+            if !live {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    running.abort();
 }

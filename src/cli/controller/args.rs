@@ -77,9 +77,10 @@ pub struct ControllerArgs {
     #[arg(long, env = "MIN_VALUES_POLICY", value_enum, default_value_t = MinValuesPolicyArg::Strict)]
     pub min_values_policy: MinValuesPolicyArg,
     /// Feature gates, `Name=true|false,…`. nodewright knows Karpenter's
-    /// gates; `ReservedCapacity` is always on, and turning on a gate whose
-    /// feature nodewright does not have (`NodeRepair`,
-    /// `SpotToSpotConsolidation`, `NodeOverlay`, `StaticCapacity`,
+    /// gates; `ReservedCapacity` is always on, `NodeRepair=true` replaces
+    /// nodes whose conditions stay unhealthy (off by default), and turning
+    /// on a gate whose feature nodewright does not have
+    /// (`SpotToSpotConsolidation`, `NodeOverlay`, `StaticCapacity`,
     /// `CapacityBuffer`) is refused.
     #[arg(long, env = "FEATURE_GATES", default_value = "")]
     pub feature_gates: String,
@@ -191,7 +192,7 @@ pub enum LogFormat {
 /// Gates nodewright knows, and whether it has the feature.
 const FEATURE_GATES: &[(&str, bool)] = &[
     ("ReservedCapacity", true),
-    ("NodeRepair", false),
+    ("NodeRepair", true),
     ("SpotToSpotConsolidation", false),
     ("NodeOverlay", false),
     ("StaticCapacity", false),
@@ -256,6 +257,16 @@ impl ControllerArgs {
         Ok(())
     }
 
+    /// Whether gate `name` is turned on (the last value given wins; off
+    /// when not given). Read after [`Self::check_feature_gates`].
+    pub fn feature_gate(&self, name: &str) -> bool {
+        self.feature_gates
+            .split(',')
+            .filter_map(|entry| entry.trim().split_once('='))
+            .rfind(|(gate, _)| *gate == name)
+            .is_some_and(|(_, value)| value == "true")
+    }
+
     /// The extension host settings these flags give.
     pub fn host_config(&self) -> Result<HostConfig, CliError> {
         let registry_credentials = match &self.registry_config {
@@ -317,6 +328,7 @@ impl ControllerArgs {
             leader_election: self.leader_elect.then_some(lease),
             metrics_addr: any(self.metrics_port),
             health_addr: any(self.health_probe_port),
+            node_repair: self.feature_gate("NodeRepair"),
         }
     }
 }

@@ -297,13 +297,21 @@ mod tests {
     #[test]
     fn feature_gates_are_checked() {
         assert!(args(&[]).check_feature_gates().is_ok());
-        assert!(
-            args(&["--feature-gates", "ReservedCapacity=true,NodeRepair=false"])
-                .check_feature_gates()
-                .is_ok()
-        );
+        for gates in [
+            "ReservedCapacity=true,NodeRepair=false",
+            "NodeRepair=true",
+            "NodeRepair=true,ReservedCapacity=true",
+        ] {
+            assert!(
+                args(&["--feature-gates", gates])
+                    .check_feature_gates()
+                    .is_ok(),
+                "{gates}"
+            );
+        }
         for (gates, needle) in [
-            ("NodeRepair=true", "does not have"),
+            ("SpotToSpotConsolidation=true", "does not have"),
+            ("NodeRepair=true,NodeOverlay=true", "does not have"),
             ("Bogus=true", "unknown gate"),
             ("ReservedCapacity=false", "always uses"),
             ("NodeRepair", "Name=true"),
@@ -315,6 +323,15 @@ mod tests {
                 .to_string();
             assert!(err.contains(needle), "{gates}: {err}");
         }
+    }
+
+    #[test]
+    fn the_node_repair_gate_reaches_the_operator() {
+        assert!(!args(&[]).operator_settings().node_repair);
+        let on = args(&["--feature-gates", "ReservedCapacity=true, NodeRepair=true"]);
+        assert!(on.operator_settings().node_repair);
+        let off_again = args(&["--feature-gates", "NodeRepair=true,NodeRepair=false"]);
+        assert!(!off_again.operator_settings().node_repair);
     }
 
     #[test]

@@ -7,8 +7,9 @@
 //! would come straight back) and finished pods are left. Evictions go
 //! through `pods/eviction`, so PodDisruptionBudgets hold them (429, retried);
 //! a pod with an active `karpenter.sh/do-not-disrupt` is not evicted. Once the
-//! NodeClaim's `terminationGracePeriod` is about to run out, pods are deleted
-//! outright so the node can go.
+//! NodeClaim's `terminationGracePeriod` is about to run out (or its
+//! `karpenter.sh/nodeclaim-termination-timestamp`, which node repair sets to
+//! now), pods are deleted outright so the node can go.
 
 use std::time::Duration;
 

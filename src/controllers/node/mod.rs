@@ -1,9 +1,33 @@
 //! Node controllers: termination — the Node's `karpenter.sh/termination`
 //! finalizer, held while the node is cordoned, tainted and drained and its
-//! instance terminated (Karpenter's `node.termination`).
+//! instance terminated (Karpenter's `node.termination`) — and repair of
+//! unhealthy nodes (Karpenter's `node.health`, behind `NodeRepair`).
 
 mod drain;
+pub mod health;
 mod termination;
+mod unhealthy;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::runtime::events::{Event, EventType};
 
 pub use drain::{do_not_disrupt_active, is_waiting_eviction, next_tier};
 pub use termination::{reconcile, run};
+
+use crate::controllers::nodeclaim::NodeClaimContext;
+
+/// Publishes a Warning event about `node` (a failed drain, a blocked
+/// repair); a failure to publish is logged, never fatal.
+async fn warn(ctx: &NodeClaimContext, node: &Node, action: &str, reason: &str, note: &str) {
+    let event = Event {
+        type_: EventType::Warning,
+        reason: reason.to_string(),
+        note: Some(crate::controllers::truncate(note.to_string(), 1024)),
+        action: action.to_string(),
+        secondary: None,
+    };
+    let reference = kube::Resource::object_ref(node, &());
+    if let Err(error) = ctx.recorder.publish(&event, &reference).await {
+        tracing::warn!(%error, reason, "cannot publish event");
+    }
+}

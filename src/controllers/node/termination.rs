@@ -14,14 +14,13 @@ use k8s_openapi::api::core::v1::{Node, Pod, Taint};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Event, EventType};
 use kube::runtime::watcher;
 
 use super::drain::{DRAIN_RETRY, Removal, is_waiting_eviction, next_tier, remove};
 use crate::apis::conditions::{NODE_CLAIM_DRAINED, NODE_CLAIM_INSTANCE_TERMINATING, set_condition};
 use crate::apis::labels::{
-    DISRUPTED_TAINT_KEY, EXCLUDE_FROM_LOAD_BALANCERS_LABEL_KEY, NODE_POOL_LABEL_KEY,
-    TERMINATION_FINALIZER,
+    DISRUPTED_TAINT_KEY, EXCLUDE_FROM_LOAD_BALANCERS_LABEL_KEY,
+    NODE_CLAIM_TERMINATION_TIMESTAMP_ANNOTATION_KEY, NODE_POOL_LABEL_KEY, TERMINATION_FINALIZER,
 };
 use crate::apis::{ConditionStatus, NodeClaim};
 use crate::controllers::ControllerError;
@@ -126,9 +125,10 @@ pub async fn reconcile(ctx: &NodeClaimContext, node: &Node) -> Result<Action, Co
             }
         }
         if !blocked.is_empty() {
-            publish(
+            super::warn(
                 ctx,
                 node,
+                "Drain",
                 "FailedDraining",
                 &format!("Failed to drain node, {}", blocked.join("; ")),
             )
@@ -190,14 +190,32 @@ fn is_ready(node: &Node) -> bool {
         .any(|c| c.type_ == "Ready" && c.status == "True")
 }
 
-/// When the node must be gone: the claim's deletion plus its
-/// `terminationGracePeriod`, in seconds since the epoch; `None` without one.
+/// When the node must be gone, in seconds since the epoch: the earlier of
+/// the claim's `karpenter.sh/nodeclaim-termination-timestamp` (node repair
+/// sets it to the moment it deleted the claim) and the claim's deletion plus
+/// its `terminationGracePeriod`; `None` without either. Past it, pods are
+/// deleted rather than evicted. An unreadable timestamp is ignored.
 fn termination_deadline(claim: &NodeClaim) -> Option<i64> {
-    let deleted = claim.metadata.deletion_timestamp.as_ref()?.0.as_second();
-    let period =
-        crate::apis::duration::parse_go_duration(claim.spec.termination_grace_period.as_deref()?)
-            .ok()?;
-    Some(deleted.saturating_add(i64::try_from(period.as_secs()).unwrap_or(i64::MAX)))
+    let annotated = claim
+        .annotations()
+        .get(NODE_CLAIM_TERMINATION_TIMESTAMP_ANNOTATION_KEY)
+        .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
+        .map(|t| t.as_second());
+    let graced = claim
+        .metadata
+        .deletion_timestamp
+        .as_ref()
+        .zip(claim.spec.termination_grace_period.as_deref())
+        .and_then(|(deleted, period)| {
+            let period = crate::apis::duration::parse_go_duration(period).ok()?;
+            Some(
+                deleted
+                    .0
+                    .as_second()
+                    .saturating_add(i64::try_from(period.as_secs()).unwrap_or(i64::MAX)),
+            )
+        });
+    annotated.into_iter().chain(graced).min()
 }
 
 /// Cordons the node, adds the disrupted taint and the load-balancer
@@ -297,16 +315,62 @@ async fn set_claim_condition(
     patch_conditions(ctx, &claim.name_any(), &conditions).await
 }
 
-async fn publish(ctx: &NodeClaimContext, node: &Node, reason: &str, note: &str) {
-    let event = Event {
-        type_: EventType::Warning,
-        reason: reason.to_string(),
-        note: Some(crate::controllers::truncate(note.to_string(), 1024)),
-        action: "Drain".to_string(),
-        secondary: None,
-    };
-    let reference = kube::Resource::object_ref(node, &());
-    if let Err(error) = ctx.recorder.publish(&event, &reference).await {
-        tracing::warn!(%error, "cannot publish event");
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claim(annotation: Option<&str>, deleted: Option<&str>, grace: Option<&str>) -> NodeClaim {
+        let mut value = serde_json::json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": "c"},
+            "spec": {
+                "requirements": [],
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}
+            }
+        });
+        if let Some(at) = annotation {
+            value["metadata"]["annotations"] =
+                serde_json::json!({NODE_CLAIM_TERMINATION_TIMESTAMP_ANNOTATION_KEY: at});
+        }
+        if let Some(at) = deleted {
+            value["metadata"]["deletionTimestamp"] = serde_json::json!(at);
+        }
+        if let Some(grace) = grace {
+            value["spec"]["terminationGracePeriod"] = serde_json::json!(grace);
+        }
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn the_deadline_is_the_earlier_of_the_timestamp_and_the_grace_period() {
+        let second = |at: &str| {
+            at.parse::<k8s_openapi::jiff::Timestamp>()
+                .unwrap()
+                .as_second()
+        };
+        let deleted = Some("2027-01-01T00:00:00Z");
+        assert_eq!(termination_deadline(&claim(None, deleted, None)), None);
+        assert_eq!(
+            termination_deadline(&claim(None, deleted, Some("1h"))),
+            Some(second("2027-01-01T01:00:00Z"))
+        );
+        assert_eq!(
+            termination_deadline(&claim(Some("2026-12-31T23:30:00Z"), deleted, None)),
+            Some(second("2026-12-31T23:30:00Z")),
+            "the annotation alone bounds the drain"
+        );
+        assert_eq!(
+            termination_deadline(&claim(Some("2027-01-01T00:10:00Z"), deleted, Some("1h"))),
+            Some(second("2027-01-01T00:10:00Z"))
+        );
+        assert_eq!(
+            termination_deadline(&claim(Some("2027-01-01T03:00:00Z"), deleted, Some("1h"))),
+            Some(second("2027-01-01T01:00:00Z"))
+        );
+        assert_eq!(
+            termination_deadline(&claim(Some("soon"), deleted, Some("1h"))),
+            Some(second("2027-01-01T01:00:00Z")),
+            "an unreadable timestamp is ignored"
+        );
     }
 }

@@ -68,6 +68,7 @@
 
 mod apply;
 mod builtin;
+mod cel;
 mod control;
 mod discovery;
 mod disruption;

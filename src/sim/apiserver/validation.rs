@@ -10,19 +10,20 @@
 //! same code ([`validate`]).
 
 use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
-use kube::core::cel::{CompiledSchema, Validator, apply_defaults, compile_schema};
+use kube::core::cel::{ValidationError, Validator, apply_defaults};
 use regex::Regex;
 use serde_json::Value;
 
+use super::cel::SchemaRules;
 use super::error::Cause;
 
 /// A CRD version's schema with its CEL rules compiled once.
 #[derive(Debug)]
 pub struct CrdSchema {
     pub schema: Value,
-    compiled: CompiledSchema,
+    rules: SchemaRules,
 }
 
 /// Why an object was refused.
@@ -36,8 +37,8 @@ pub enum Refusal {
 
 impl CrdSchema {
     pub fn new(schema: Value) -> Self {
-        let compiled = compile_schema(&schema);
-        CrdSchema { schema, compiled }
+        let rules = SchemaRules::new(&schema);
+        CrdSchema { schema, rules }
     }
 
     /// Prunes, defaults and validates `object` (`old` is the stored object on
@@ -57,8 +58,8 @@ impl CrdSchema {
         let object = defaulted(&self.schema, object);
         let mut causes = Vec::new();
         structural(&self.schema, &object, "", &mut causes);
-        let result = with_validator(|v| v.validate_compiled(&self.compiled, &object, old));
-        causes.extend(cel_causes(result, &object));
+        let errors = with_validator(|v| self.rules.validate(v, &object, old));
+        causes.extend(cel_causes(errors, &object));
         if causes.is_empty() {
             Ok(object)
         } else {
@@ -102,17 +103,17 @@ pub fn validate(schema: &Value, object: &Value, old: Option<&Value>) -> Vec<Stri
     let defaulted = defaulted(schema, object.clone());
     let mut causes = Vec::new();
     structural(schema, &defaulted, "", &mut causes);
-    let result = with_validator(|v| v.validate(schema, object, old));
-    causes.extend(cel_causes(result, &defaulted));
+    let failed = with_validator(|v| v.validate(schema, object, old))
+        .err()
+        .map(|failed| failed.into_vec())
+        .unwrap_or_default();
+    causes.extend(cel_causes(failed, &defaulted));
     errors.extend(causes.iter().map(|c| format!("{}: {}", c.field, c.message)));
     errors
 }
 
 /// CEL failures as causes: `Invalid value: "<type>": <message>`.
-fn cel_causes(result: Result<(), kube::core::cel::ValidationErrors>, object: &Value) -> Vec<Cause> {
-    let Err(errors) = result else {
-        return Vec::new();
-    };
+fn cel_causes(errors: Vec<ValidationError>, object: &Value) -> Vec<Cause> {
     errors
         .iter()
         .map(|error| {
@@ -163,14 +164,19 @@ fn value_at<'a>(object: &'a Value, path: &str) -> Option<&'a Value> {
     Some(current)
 }
 
-fn regex(pattern: &str) -> Result<Regex, String> {
-    static CACHE: OnceLock<Mutex<HashMap<String, Result<Regex, String>>>> = OnceLock::new();
+/// The compiled `pattern`, shared: a cloned `Regex` would build its
+/// search cache again on every match.
+fn regex(pattern: &str) -> Result<Arc<Regex>, String> {
+    type Compiled = Result<Arc<Regex>, String>;
+    static CACHE: OnceLock<Mutex<HashMap<String, Compiled>>> = OnceLock::new();
     let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
     let mut cache = cache.lock().unwrap_or_else(|e| e.into_inner());
-    cache
-        .entry(pattern.to_string())
-        .or_insert_with(|| Regex::new(pattern).map_err(|e| e.to_string()))
-        .clone()
+    if let Some(compiled) = cache.get(pattern) {
+        return compiled.clone();
+    }
+    let compiled = Regex::new(pattern).map(Arc::new).map_err(|e| e.to_string());
+    cache.insert(pattern.to_string(), compiled.clone());
+    compiled
 }
 
 fn join(path: &str, key: &str) -> String {

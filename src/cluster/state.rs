@@ -116,7 +116,7 @@ pub struct ClusterState {
     pub config_maps: Watched<ConfigMap>,
     tracking: Mutex<Tracking>,
     /// Bumped by every watched change and every change to the tracking.
-    changes: Arc<AtomicU64>,
+    change_count: Arc<AtomicU64>,
     /// `true` once every store holds its first list. One task waits on the
     /// stores (a store's readiness wakes only one of several waiters);
     /// everyone else waits on this.
@@ -132,19 +132,19 @@ impl ClusterState {
     /// every first list.
     pub fn start(client: Client) -> (Arc<ClusterState>, StateDriver) {
         let mut drivers = Vec::new();
-        let changes = Arc::new(AtomicU64::new(0));
+        let change_count = Arc::new(AtomicU64::new(0));
         let state = ClusterState {
-            nodes: watched(Api::all(client.clone()), &changes, &mut drivers),
-            node_claims: watched(Api::all(client.clone()), &changes, &mut drivers),
-            pods: watched(Api::all(client.clone()), &changes, &mut drivers),
-            node_pools: watched(Api::all(client.clone()), &changes, &mut drivers),
-            node_classes: watched(Api::all(client.clone()), &changes, &mut drivers),
-            daemon_sets: watched(Api::all(client.clone()), &changes, &mut drivers),
-            pdbs: watched(Api::all(client.clone()), &changes, &mut drivers),
-            namespaces: watched(Api::all(client.clone()), &changes, &mut drivers),
-            config_maps: watched(Api::all(client), &changes, &mut drivers),
+            nodes: watched(Api::all(client.clone()), &change_count, &mut drivers),
+            node_claims: watched(Api::all(client.clone()), &change_count, &mut drivers),
+            pods: watched(Api::all(client.clone()), &change_count, &mut drivers),
+            node_pools: watched(Api::all(client.clone()), &change_count, &mut drivers),
+            node_classes: watched(Api::all(client.clone()), &change_count, &mut drivers),
+            daemon_sets: watched(Api::all(client.clone()), &change_count, &mut drivers),
+            pdbs: watched(Api::all(client.clone()), &change_count, &mut drivers),
+            namespaces: watched(Api::all(client.clone()), &change_count, &mut drivers),
+            config_maps: watched(Api::all(client), &change_count, &mut drivers),
             tracking: Mutex::new(Tracking::default()),
-            changes,
+            change_count,
             synced: tokio::sync::watch::Sender::new(false),
         };
         let state = Arc::new(state);
@@ -190,7 +190,7 @@ impl ClusterState {
 
     /// The tracking, to change it: counted as a change.
     fn tracking_mut(&self) -> std::sync::MutexGuard<'_, Tracking> {
-        self.changes.fetch_add(1, Ordering::SeqCst);
+        self.change_count.fetch_add(1, Ordering::SeqCst);
         self.tracking()
     }
 
@@ -199,7 +199,7 @@ impl ClusterState {
     /// decision computed from a snapshot taken after reading it still holds
     /// while it reads the same (only time has passed).
     pub fn change_count(&self) -> u64 {
-        self.changes.load(Ordering::SeqCst)
+        self.change_count.load(Ordering::SeqCst)
     }
 
     /// Records that `pod` (`namespace/name`) is planned onto `target` (a

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use super::requirements::{Operator, Requirement, Requirements, ValueSet};
+use super::requirements::{Operator, Requirement, Requirements, ValueSet, label_number};
 use super::resources::Resources;
 
 /// Interned strings with their integer reading (for Gt/Lt).
@@ -134,7 +134,7 @@ pub(crate) fn export_req(r: &Req, keys: &Interner, values: &Interner) -> Require
         .collect();
     let set = if r.set.is_complement() {
         let bounded: ValueSet<String> = ValueSet::bounded(r.set.greater_than(), r.set.less_than());
-        bounded.intersection(&ValueSet::except(names), &|v: &String| v.parse().ok())
+        bounded.intersection(&ValueSet::except(names), &label_number)
     } else {
         ValueSet::of(names)
     };

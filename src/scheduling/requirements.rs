@@ -344,10 +344,10 @@ fn intersect<V: Ord + Clone>(a: &[V], b: &[V]) -> Vec<V> {
         .collect()
 }
 
-/// Parses a label value as an integer for Gt/Lt comparisons.
-#[allow(clippy::ptr_arg)] // used as `Fn(&V)` with `V = String`
-pub fn label_number(value: &String) -> Option<i64> {
-    value.parse().ok()
+/// Parses a label value as an integer for Gt/Lt comparisons (generic so it
+/// serves both `Fn(&String)` and `Fn(&str)`).
+pub fn label_number<S: AsRef<str> + ?Sized>(value: &S) -> Option<i64> {
+    value.as_ref().parse().ok()
 }
 
 /// One label key with its allowed values and optional `minValues` flexibility.
@@ -456,7 +456,7 @@ impl Requirement {
 
     /// Whether a label value satisfies the requirement.
     pub fn has(&self, value: &str) -> bool {
-        self.values.has_borrowed(value, |v: &str| v.parse().ok())
+        self.values.has_borrowed(value, label_number)
     }
 
     /// Values both requirements accept; `minValues` is the larger of the two.

@@ -3,6 +3,7 @@
 //! provisioned for twice, and pods nothing can hold get one event per round.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -65,11 +66,15 @@ struct Cluster {
     server: ApiServer,
     state: Arc<ClusterState>,
     instance_types: Arc<InstanceTypeProvider>,
-    provisioner: Provisioner,
+    provisioner: Arc<Provisioner>,
     driver: tokio::task::JoinHandle<()>,
 }
 
 async fn cluster(objects: &[Pod]) -> Cluster {
+    cluster_with(objects, ProvisioningSettings::default()).await
+}
+
+async fn cluster_with(objects: &[Pod], settings: ProvisioningSettings) -> Cluster {
     let server = ApiServer::default();
     let client = server.client();
     let pool: NodePool = serde_yaml::from_str(POOL).unwrap();
@@ -100,13 +105,13 @@ async fn cluster(objects: &[Pod]) -> Cluster {
             instance: None,
         },
     );
-    let provisioner = Provisioner::new(
+    let provisioner = Arc::new(Provisioner::new(
         client,
         state.clone(),
         instance_types.clone(),
-        ProvisioningSettings::default(),
+        settings,
         recorder,
-    );
+    ));
     Cluster {
         server,
         state,
@@ -134,7 +139,7 @@ async fn create_pod(client: &kube::Client, pod: &Pod) {
 /// Waits until the cluster state sees pod `name` unschedulable.
 async fn seen_pending(state: &ClusterState, name: &str) {
     let what = format!("the cluster state to see {name} pending");
-    eventually_within(&what, std::time::Duration::from_secs(5), || async {
+    eventually_within(&what, Duration::from_secs(5), || async {
         state
             .pods
             .all()
@@ -309,9 +314,16 @@ async fn the_nodepool_cpu_limit_counts_what_is_in_flight() {
 async fn pods_still_pending_are_tried_again_without_changing() {
     // The pool is not ready when the first round runs; it becomes ready
     // later, which changes no pod: the periodic requeue provisions for them.
-    let cluster = cluster(&[pod("web-0", "1", true)]).await;
-    let client = cluster.server.client();
-    let pools: Api<NodePool> = Api::all(client.clone());
+    let settings = ProvisioningSettings {
+        batch: nodewright::controllers::provisioning::BatchWindows {
+            idle: Duration::from_millis(10),
+            max: Duration::from_millis(100),
+        },
+        requeue: Duration::from_millis(100),
+        ..ProvisioningSettings::default()
+    };
+    let cluster = cluster_with(&[pod("web-0", "1", true)], settings).await;
+    let pools: Api<NodePool> = Api::all(cluster.server.client());
     let not_ready = json!({"status": {"conditions": [{"type": "Ready", "status": "False",
         "reason": "NotReady", "message": "waiting", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}});
     pools
@@ -322,56 +334,29 @@ async fn pods_still_pending_are_tried_again_without_changing() {
         )
         .await
         .unwrap();
-    for _ in 0..500 {
-        let seen = cluster
-            .state
-            .node_pools
-            .all()
-            .iter()
-            .any(|p| p.status.is_some());
-        if seen {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    let settings = ProvisioningSettings {
-        batch: nodewright::controllers::provisioning::BatchWindows {
-            idle: std::time::Duration::from_millis(10),
-            max: std::time::Duration::from_millis(100),
+    eventually_within(
+        "the cluster state to see the pool's status",
+        Duration::from_secs(5),
+        || async {
+            let pools = cluster.state.node_pools.all();
+            pools.iter().any(|p| p.status.is_some()).then_some(())
         },
-        requeue: std::time::Duration::from_millis(100),
-        ..ProvisioningSettings::default()
-    };
-    let provisioner = Arc::new(Provisioner::new(
-        client.clone(),
-        cluster.state.clone(),
-        Arc::new(InstanceTypeProvider::new(
-            Arc::new(Catalog::embedded("us-east-1").unwrap()),
-            Arc::new(Extensions::new(HostConfig::default()).unwrap()),
-            Arc::default(),
-        )),
-        settings,
-        Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: "nodewright".to_string(),
-                instance: None,
-            },
-        ),
-    ));
-    let running = tokio::spawn(provisioner.run());
+    )
+    .await;
+    let running = tokio::spawn(cluster.provisioner.clone().run());
     // A round while the pool is not ready leaves the pod unplaced.
-    for _ in 0..500 {
-        let refused = cluster
-            .server
-            .objects("events.k8s.io", "events")
-            .iter()
-            .any(|e| e["regarding"]["name"] == "web-0" && e["reason"] == "FailedScheduling");
-        if refused {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    eventually_within(
+        "a FailedScheduling event for web-0",
+        Duration::from_secs(5),
+        || async {
+            let events = cluster.server.objects("events.k8s.io", "events");
+            events
+                .iter()
+                .any(|e| e["regarding"]["name"] == "web-0" && e["reason"] == "FailedScheduling")
+                .then_some(())
+        },
+    )
+    .await;
     assert!(claims(&cluster.server).is_empty());
     let ready = json!({"status": {"conditions": [{"type": "Ready", "status": "True",
         "reason": "Ready", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}});
@@ -379,16 +364,15 @@ async fn pods_still_pending_are_tried_again_without_changing() {
         .patch_status("general", &PatchParams::default(), &Patch::Merge(&ready))
         .await
         .unwrap();
-    for _ in 0..500 {
-        if !claims(&cluster.server).is_empty() {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    // Nothing about the pod changed: the periodic requeue tries it again.
+    eventually_within("a NodeClaim for web-0", Duration::from_secs(5), || async {
+        (!claims(&cluster.server).is_empty()).then_some(())
+    })
+    .await;
     assert_eq!(
         claims(&cluster.server).len(),
         1,
-        "the pending pod was tried again"
+        "the pending pod got one claim"
     );
     running.abort();
     cluster.driver.abort();

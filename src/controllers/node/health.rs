@@ -19,10 +19,11 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
+use kube::runtime::{PredicateConfig, WatchStreamExt, watcher};
 
 use super::unhealthy::{
-    ALLOWED_UNHEALTHY_PERCENT, Unhealthy, snake_case, too_many_unhealthy, unhealthy_condition,
+    ALLOWED_UNHEALTHY_PERCENT, Unhealthy, conditions_fingerprint, snake_case, too_many_unhealthy,
+    unhealthy_condition,
 };
 use crate::apis::NodeClaim;
 use crate::apis::labels::{
@@ -71,7 +72,8 @@ pub async fn run(ctx: Arc<NodeClaimContext>) {
         .state
         .nodes
         .changes()
-        .map(|node| Ok::<Node, watcher::Error>(Node::clone(&node)));
+        .map(|node| Ok::<Node, watcher::Error>(Node::clone(&node)))
+        .predicate_filter(conditions_fingerprint, PredicateConfig::default());
     Controller::for_stream(trigger, ctx.state.nodes.store().clone())
         .run(
             |node, ctx| async move {

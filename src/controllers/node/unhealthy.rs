@@ -4,6 +4,7 @@
 //! the cluster) has too many unhealthy nodes for one more to be replaced
 //! (Karpenter's `node.health` rules).
 
+use std::hash::{Hash, Hasher};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, NodeCondition};
@@ -39,6 +40,18 @@ fn conditions(node: &Node) -> &[NodeCondition] {
         .as_ref()
         .and_then(|s| s.conditions.as_deref())
         .unwrap_or_default()
+}
+
+/// A hash of the node's conditions' types, statuses and transition times:
+/// as in Karpenter, repair looks at a node again when these change (or when
+/// it asked to), not on every status heartbeat.
+pub fn conditions_fingerprint(node: &Node) -> Option<u64> {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    for condition in conditions(node) {
+        let since = condition.last_transition_time.as_ref().map(|t| t.0);
+        (&condition.type_, &condition.status, since).hash(&mut hasher);
+    }
+    Some(hasher.finish())
 }
 
 fn matching<'a>(node: &'a Node, policy: &RepairPolicy) -> Option<&'a NodeCondition> {
@@ -163,6 +176,32 @@ mod tests {
             "status": {"conditions": conditions}
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn only_a_change_of_type_status_or_transition_time_changes_the_fingerprint() {
+        let ready = node(&[("Ready", "True", Some(0))]);
+        let mut heartbeat = ready.clone();
+        if let Some(condition) = heartbeat
+            .status
+            .as_mut()
+            .and_then(|s| s.conditions.as_mut())
+            .and_then(|c| c.first_mut())
+        {
+            condition.message = Some("kubelet is posting ready status".to_string());
+        }
+        let fingerprint = conditions_fingerprint(&ready);
+        assert_eq!(conditions_fingerprint(&heartbeat), fingerprint);
+        for changed in [
+            node(&[("Ready", "False", Some(0))]),
+            node(&[("Ready", "True", Some(1))]),
+            node(&[
+                ("Ready", "True", Some(0)),
+                ("DiskPressure", "False", Some(0)),
+            ]),
+        ] {
+            assert_ne!(conditions_fingerprint(&changed), fingerprint);
+        }
     }
 
     #[test]

@@ -7,12 +7,15 @@
 //! every `find()` on every call. That made admitting one NodeClaim cost
 //! about a millisecond of CPU. Here the schema is split once into the nodes
 //! with rules ([`RuleTree`]): an object is walked down to them, each node's
-//! own rules run on its own value, and a scalar value that passed a node's
-//! rules once is not evaluated there again (a requirement key is the same
-//! string in every NodeClaim). The rules and their results are kube's; only
+//! own rules run on its own value, and a value that passed a node's rules
+//! once (with the same old value) is not evaluated there again: a
+//! requirement key is the same string in every NodeClaim, and a claim's
+//! spec is the same on each of its status writes. Values are remembered by
+//! a 128-bit keyed digest. The rules and their results are kube's; only
 //! where they run from changes.
 
 use std::collections::HashSet;
+use std::hash::{BuildHasher, Hash, Hasher, RandomState};
 use std::sync::Mutex;
 
 use kube::core::cel::{CompiledSchema, ValidationError, Validator, compile_schema};
@@ -23,15 +26,18 @@ const BRANCHES: [&str; 3] = ["allOf", "oneOf", "anyOf"];
 /// Passes remembered before the memo starts again.
 const MEMO_LIMIT: usize = 4096;
 
-/// A scalar that passed a node's rules: (node id, value, old value), as JSON.
-type Pass = (usize, String, Option<String>);
+/// A value that passed a node's rules: (node id, digest of the value,
+/// digest of the old value).
+type Pass = (usize, u128, Option<u128>);
 
 /// The rules of one schema, compiled per node that carries them.
 #[derive(Debug)]
 pub struct SchemaRules {
     tree: RuleTree,
-    /// Scalars that passed a node's rules.
+    /// Values that passed a node's rules.
     passed: Mutex<HashSet<Pass>>,
+    /// The keys of the two 64-bit halves of a digest.
+    digest_keys: [RandomState; 2],
 }
 
 /// One schema node on the way to rules.
@@ -57,6 +63,7 @@ impl SchemaRules {
         SchemaRules {
             tree,
             passed: Mutex::new(HashSet::new()),
+            digest_keys: [RandomState::new(), RandomState::new()],
         }
     }
 
@@ -140,27 +147,33 @@ impl SchemaRules {
         path: &str,
         errors: &mut Vec<ValidationError>,
     ) {
-        let memo_key = is_scalar(value).then(|| (id, value.to_string(), old.map(Value::to_string)));
-        if let Some(key) = &memo_key
-            && self.passed().contains(key)
-        {
+        let key = (id, self.digest(value), old.map(|old| self.digest(old)));
+        if self.passed().contains(&key) {
             return;
         }
         match validator.validate_compiled(own, value, old) {
             Ok(()) => {
-                if let Some(key) = memo_key {
-                    let mut passed = self.passed();
-                    if passed.len() >= MEMO_LIMIT {
-                        passed.clear();
-                    }
-                    passed.insert(key);
+                let mut passed = self.passed();
+                if passed.len() >= MEMO_LIMIT {
+                    passed.clear();
                 }
+                passed.insert(key);
             }
             Err(found) => errors.extend(found.into_vec().into_iter().map(|mut error| {
                 error.field_path = under(path, &error.field_path);
                 error
             })),
         }
+    }
+
+    /// A 128-bit digest of `value` under this process's random keys.
+    fn digest(&self, value: &Value) -> u128 {
+        let [high, low] = self.digest_keys.each_ref().map(|keys| {
+            let mut hasher = keys.build_hasher();
+            feed(value, &mut hasher);
+            hasher.finish()
+        });
+        (u128::from(high) << 64) | u128::from(low)
     }
 
     fn passed(&self) -> std::sync::MutexGuard<'_, HashSet<Pass>> {
@@ -327,8 +340,37 @@ fn plain(schema: &Value) -> bool {
         && schema.get("items").is_none_or(plain)
 }
 
-fn is_scalar(value: &Value) -> bool {
-    matches!(value, Value::String(_) | Value::Number(_) | Value::Bool(_))
+/// Feeds `value` to `hasher`, tagged by kind and length so that different
+/// values feed different streams.
+fn feed(value: &Value, hasher: &mut impl Hasher) {
+    match value {
+        Value::Null => hasher.write_u8(0),
+        Value::Bool(b) => {
+            hasher.write_u8(1);
+            b.hash(hasher);
+        }
+        Value::Number(n) => {
+            hasher.write_u8(2);
+            n.hash(hasher);
+        }
+        Value::String(s) => {
+            hasher.write_u8(3);
+            s.hash(hasher);
+        }
+        Value::Array(items) => {
+            hasher.write_u8(4);
+            hasher.write_usize(items.len());
+            items.iter().for_each(|item| feed(item, hasher));
+        }
+        Value::Object(map) => {
+            hasher.write_u8(5);
+            hasher.write_usize(map.len());
+            for (key, child) in map {
+                key.hash(hasher);
+                feed(child, hasher);
+            }
+        }
+    }
 }
 
 fn join(path: &str, key: &str) -> String {
@@ -532,6 +574,33 @@ mod tests {
         assert_eq!(split, whole);
         let messages: Vec<&str> = split.iter().map(|(_, m)| m.as_str()).collect();
         assert_eq!(messages, ["bad key", "bad name", "too late", "too short"]);
+    }
+
+    #[test]
+    fn a_remembered_pass_is_per_value_and_old_value() {
+        let schema = json!({
+            "type": "object",
+            "properties": {"spec": {
+                "type": "object",
+                "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "immutable"}],
+                "properties": {"a": {"type": "array", "items": {"type": "string"}}},
+            }},
+        });
+        let rules = SchemaRules::new(&schema);
+        let validator = Validator::new();
+        let first = json!({"spec": {"a": ["x", "y"]}});
+        let changed = json!({"spec": {"a": ["x", "z"]}});
+        for _ in 0..2 {
+            assert!(rules.validate(&validator, &first, Some(&first)).is_empty());
+            assert!(
+                rules
+                    .validate(&validator, &changed, Some(&changed))
+                    .is_empty()
+            );
+            let errors = rules.validate(&validator, &changed, Some(&first));
+            assert_eq!(errors.len(), 1, "{errors:?}");
+            assert_eq!(errors[0].message, "immutable");
+        }
     }
 
     #[test]

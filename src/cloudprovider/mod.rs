@@ -64,7 +64,7 @@ pub struct LaunchableTypes {
     /// capacity recently ran out.
     pub instance_types: Arc<Vec<InstanceType>>,
     /// Weighted scorer totals per type (higher first); `None` without scorers.
-    pub priority_scores: Option<HashMap<String, i32>>,
+    pub priority_scores: Option<Arc<HashMap<String, i32>>>,
     /// Set when the class may not launch (a `failurePolicy: Fail` module
     /// failed, its settings are invalid): why.
     pub blocked: Option<String>,

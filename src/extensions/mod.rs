@@ -25,7 +25,7 @@ mod outcome;
 mod records;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use nodewright_filter::{Ami, Verdict};
@@ -81,7 +81,15 @@ pub fn is_config_map(config_map: &ConfigMap, namespace: &str, name: &str) -> boo
 pub struct Extensions {
     host: Host,
     cache: Mutex<HashMap<String, Arc<Outcome>>>,
+    /// Fingerprints of the instance-type lists seen lately, by list: a list
+    /// is resolved once and handed to every call until it changes, and
+    /// hashing a thousand types' offerings on each call cost more than the
+    /// rest of a cached call.
+    fingerprints: Mutex<Vec<(Weak<Vec<InstanceType>>, u64)>>,
 }
+
+/// How many instance-type lists keep their fingerprint.
+const FINGERPRINTS_KEPT: usize = 16;
 
 impl Extensions {
     /// Starts the sandbox host.
@@ -89,6 +97,7 @@ impl Extensions {
         Ok(Self {
             host: Host::new(config)?,
             cache: Mutex::new(HashMap::new()),
+            fingerprints: Mutex::new(Vec::new()),
         })
     }
 
@@ -116,7 +125,7 @@ impl Extensions {
             "{class_name}/{}/{node_pool}/{}/{:016x}/{effective:?}",
             node_class.metadata.generation.unwrap_or_default(),
             catalog.version(),
-            fingerprint(&instance_types),
+            self.fingerprint_of(&instance_types),
         );
         if let Some(hit) = self.cache.lock().ok().and_then(|c| c.get(&key).cloned()) {
             return hit;
@@ -217,7 +226,7 @@ impl Extensions {
             }
         }
         if scored {
-            outcome.priority_scores = Some(totals);
+            outcome.priority_scores = Some(Arc::new(totals));
         }
         if outcome.blocked.is_some() {
             outcome.instance_types = Arc::default();
@@ -427,6 +436,30 @@ fn module_context(
 /// Identifies the instance types a module is given (names and offerings),
 /// so a cached outcome is reused only for the same input: the same catalog
 /// resolves differently when a class's subnets (zones) change.
+impl Extensions {
+    /// [`fingerprint`] of `list`, computed once per list. The `Weak` held
+    /// keeps the list's allocation from being reused by another list while
+    /// its entry exists, so pointer equality is identity.
+    fn fingerprint_of(&self, list: &Arc<Vec<InstanceType>>) -> u64 {
+        let Ok(mut known) = self.fingerprints.lock() else {
+            return fingerprint(list);
+        };
+        if let Some((_, found)) = known
+            .iter()
+            .find(|(seen, _)| seen.as_ptr() == Arc::as_ptr(list))
+        {
+            return *found;
+        }
+        known.retain(|(seen, _)| seen.strong_count() > 0);
+        if known.len() >= FINGERPRINTS_KEPT {
+            known.remove(0);
+        }
+        let computed = fingerprint(list);
+        known.push((Arc::downgrade(list), computed));
+        computed
+    }
+}
+
 fn fingerprint(instance_types: &[InstanceType]) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
@@ -503,5 +536,46 @@ pub fn describe(source: &ModuleSource) -> String {
         ModuleSource::Url(url) => url.clone(),
         ModuleSource::Oci(reference) => format!("oci://{reference}"),
         ModuleSource::ConfigMap(cm) => format!("configmap/{}/{}#{}", cm.namespace, cm.name, cm.key),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scheduling::{CapacityType, Offering, Overhead, Requirements, Resources};
+
+    fn list(available: bool) -> Arc<Vec<InstanceType>> {
+        let mut offering = Offering::new("zone-a", CapacityType::OnDemand, 0.1);
+        offering.available = available;
+        Arc::new(vec![InstanceType::new(
+            "m5.large",
+            Requirements::default(),
+            vec![offering],
+            Resources::default(),
+            Overhead::default(),
+        )])
+    }
+
+    #[test]
+    fn a_list_keeps_its_fingerprint_and_a_changed_list_gets_its_own() {
+        let extensions = Extensions::new(HostConfig::default()).unwrap();
+        let available = list(true);
+        let first = extensions.fingerprint_of(&available);
+        assert_eq!(first, fingerprint(&available));
+        assert_eq!(extensions.fingerprint_of(&available.clone()), first);
+
+        // Changed in place while the memo holds it: a new allocation.
+        let mut changed = available.clone();
+        drop(available);
+        Arc::make_mut(&mut changed)[0].offerings[0].available = false;
+        let second = extensions.fingerprint_of(&changed);
+        assert_ne!(second, first);
+        assert_eq!(second, fingerprint(&list(false)));
+
+        for _ in 0..2 * FINGERPRINTS_KEPT {
+            extensions.fingerprint_of(&list(true));
+        }
+        let kept = extensions.fingerprints.lock().unwrap().len();
+        assert!(kept <= FINGERPRINTS_KEPT, "{kept} fingerprints kept");
     }
 }

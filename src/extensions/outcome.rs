@@ -193,7 +193,7 @@ pub struct Outcome {
     /// when no filter dropped any.
     pub instance_types: Arc<Vec<InstanceType>>,
     /// Weighted sum of scorer scores per instance type; `None` without scorers.
-    pub priority_scores: Option<HashMap<String, i32>>,
+    pub priority_scores: Option<Arc<HashMap<String, i32>>>,
     /// One report per module, in evaluation order.
     pub reports: Vec<ModuleReport>,
     /// Set when a `failurePolicy: Fail` module failed: the NodeClass may not launch.

@@ -32,7 +32,7 @@ pub struct NodePoolSpec {
     pub instance_types: Arc<Vec<InstanceType>>,
     /// Optional per-instance-type priority (higher first; ties by price),
     /// e.g. from a priority scorer module. Types missing from the map score 0.
-    pub priority_scores: Option<HashMap<String, i32>>,
+    pub priority_scores: Option<Arc<HashMap<String, i32>>>,
     /// Set when the pool may not launch nodes (e.g. an extension of its
     /// EC2NodeClass failed with `failurePolicy: Fail`): why, in words that
     /// name the cause. Each pod that needs a new node reports it for this pool.

@@ -378,10 +378,10 @@ fn reserved_capacity_is_preferred_while_it_has_room() {
 #[test]
 fn priority_scores_order_options_before_price() {
     let mut pool = pool("default", 6);
-    pool.priority_scores = Some(HashMap::from([
+    pool.priority_scores = Some(std::sync::Arc::new(HashMap::from([
         ("fake-it-4".to_string(), 10),
         ("fake-it-3".to_string(), 5),
-    ]));
+    ])));
     let result = solve(vec![pool], vec![pod("a", 100, 0)]);
     let claim = claim_of(&result, "a");
     assert_eq!(claim.instance_type, "fake-it-4");

@@ -95,35 +95,28 @@ impl SchemaRules {
             self.run_own(node.id, own, validator, value, old, path, errors);
         }
         if let Value::Object(map) = value {
+            let mut field = |child: &RuleTree, key: &str, child_value: &Value| {
+                let child_old = old.and_then(|o| o.get(key));
+                let child_path = join(path, key);
+                self.walk(
+                    child,
+                    validator,
+                    child_value,
+                    child_old,
+                    &child_path,
+                    errors,
+                );
+            };
             for (key, child) in &node.properties {
                 if let Some(child_value) = map.get(key) {
-                    let child_old = old.and_then(|o| o.get(key));
-                    let child_path = join(path, key);
-                    self.walk(
-                        child,
-                        validator,
-                        child_value,
-                        child_old,
-                        &child_path,
-                        errors,
-                    );
+                    field(child, key, child_value);
                 }
             }
             if let Some(additional) = &node.additional {
                 for (key, child_value) in map {
-                    if node.properties.iter().any(|(name, _)| name == key) {
-                        continue;
+                    if !node.properties.iter().any(|(name, _)| name == key) {
+                        field(additional, key, child_value);
                     }
-                    let child_old = old.and_then(|o| o.get(key));
-                    let child_path = join(path, key);
-                    self.walk(
-                        additional,
-                        validator,
-                        child_value,
-                        child_old,
-                        &child_path,
-                        errors,
-                    );
                 }
             }
         }

@@ -152,6 +152,37 @@ fn deleting(claim: &NodeClaim) -> bool {
     claim.metadata.deletion_timestamp.is_some()
 }
 
+fn termination_timestamp(claim: &NodeClaim) -> Option<&str> {
+    claim
+        .annotations()
+        .get(TERMINATION_TIMESTAMP)
+        .map(String::as_str)
+}
+
+/// Writes `ready` ([`ready`] or [`not_ready`]) as node `name`'s only
+/// condition and waits until the cluster state holds it.
+async fn set_ready(cluster: &Cluster, name: &str, ready: Value) {
+    let status = ready["status"].as_str().unwrap_or_default().to_string();
+    let conditions = json!({"status": {"conditions": [ready]}});
+    cluster
+        .nodes()
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&conditions))
+        .await
+        .unwrap();
+    let what = format!("{name} Ready={status} in the cluster state");
+    eventually_within(&what, Duration::from_secs(10), || {
+        let seen = cluster.ctx.state.nodes.all().iter().any(|n| {
+            n.name_any() == name
+                && n.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == status))
+        });
+        async move { seen.then_some(()) }
+    })
+    .await;
+}
+
 fn blocked_events(cluster: &Cluster, node: &str) -> Vec<String> {
     cluster
         .server
@@ -207,10 +238,7 @@ async fn an_unhealthy_node_past_its_toleration_is_annotated_deleted_and_counted(
     let repaired = claim(&cluster, "a").await;
     assert!(deleting(&repaired), "the claim is deleted");
     assert_eq!(
-        repaired
-            .annotations()
-            .get(TERMINATION_TIMESTAMP)
-            .map(String::as_str),
+        termination_timestamp(&repaired),
         Some("2027-01-15T08:31:00Z")
     );
     assert_eq!(disrupted(pool), before + 1);
@@ -241,7 +269,7 @@ async fn an_unhealthy_node_within_its_toleration_is_looked_at_when_it_ends() {
     );
     let kept = claim(&cluster, "a").await;
     assert!(!deleting(&kept));
-    assert!(!kept.annotations().contains_key(TERMINATION_TIMESTAMP));
+    assert!(termination_timestamp(&kept).is_none());
     // Exactly at the end of the toleration it is repaired.
     assert_eq!(
         repair(&cluster, "a", after(30)).await,
@@ -337,7 +365,7 @@ async fn more_than_twenty_percent_unhealthy_in_a_pool_blocks_repair() {
         );
         let kept = claim(&cluster, name).await;
         assert!(!deleting(&kept), "{name}");
-        assert!(!kept.annotations().contains_key(TERMINATION_TIMESTAMP));
+        assert!(termination_timestamp(&kept).is_none());
     }
     assert_eq!(BLOCKED_RETRY, Duration::from_secs(300));
     let events = blocked_events(&cluster, "n0");
@@ -348,27 +376,7 @@ async fn more_than_twenty_percent_unhealthy_in_a_pool_blocks_repair() {
     );
 
     // One recovers: two of ten is within 20%, so repair goes on.
-    let healthy = json!({"status": {"conditions": [ready()]}});
-    cluster
-        .nodes()
-        .patch_status("n2", &PatchParams::default(), &Patch::Merge(&healthy))
-        .await
-        .unwrap();
-    eventually_within(
-        "n2 healthy in the cluster state",
-        Duration::from_secs(10),
-        || {
-            let recovered = cluster.ctx.state.nodes.all().iter().any(|n| {
-                n.name_any() == "n2"
-                    && n.status
-                        .as_ref()
-                        .and_then(|s| s.conditions.as_ref())
-                        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-            });
-            async move { recovered.then_some(()) }
-        },
-    )
-    .await;
+    set_ready(&cluster, "n2", ready()).await;
     assert_eq!(
         repair(&cluster, "n0", after(60)).await,
         Repair::Repaired("Ready".into())
@@ -474,41 +482,14 @@ async fn a_termination_timestamp_already_past_is_kept_and_a_later_one_brought_fo
         .await;
     }
     settle(&cluster, 10).await;
-    let unhealthy = json!({"status": {"conditions": [not_ready()]}});
-    cluster
-        .nodes()
-        .patch_status("later", &PatchParams::default(), &Patch::Merge(&unhealthy))
-        .await
-        .unwrap();
-    eventually_within(
-        "later unhealthy in the cluster state",
-        Duration::from_secs(10),
-        || {
-            let seen = cluster.ctx.state.nodes.all().iter().any(|n| {
-                n.name_any() == "later"
-                    && n.status
-                        .as_ref()
-                        .and_then(|s| s.conditions.as_ref())
-                        .is_some_and(|c| {
-                            c.iter().any(|c| c.type_ == "Ready" && c.status == "False")
-                        })
-            });
-            async move { seen.then_some(()) }
-        },
-    )
-    .await;
+    set_ready(&cluster, "later", not_ready()).await;
 
     assert_eq!(
         repair(&cluster, "past", after(60)).await,
         Repair::Repaired("Ready".into())
     );
     let kept = claim(&cluster, "past").await;
-    assert_eq!(
-        kept.annotations()
-            .get(TERMINATION_TIMESTAMP)
-            .map(String::as_str),
-        Some(past)
-    );
+    assert_eq!(termination_timestamp(&kept), Some(past));
 
     assert_eq!(
         repair(&cluster, "later", after(60)).await,
@@ -516,10 +497,7 @@ async fn a_termination_timestamp_already_past_is_kept_and_a_later_one_brought_fo
     );
     let forward = claim(&cluster, "later").await;
     assert_eq!(
-        forward
-            .annotations()
-            .get(TERMINATION_TIMESTAMP)
-            .map(String::as_str),
+        termination_timestamp(&forward),
         Some("2027-01-15T09:00:00Z")
     );
     cluster.driver.abort();
@@ -562,13 +540,7 @@ async fn a_claim_already_deleting_is_not_deleted_again_or_counted() {
     let still = claim(&cluster, "a").await;
     assert_eq!(still.metadata.deletion_timestamp, deleted_at);
     // As in Karpenter, its drain is no longer held by budgets.
-    assert_eq!(
-        still
-            .annotations()
-            .get(TERMINATION_TIMESTAMP)
-            .map(String::as_str),
-        Some("2027-01-15T09:00:00Z")
-    );
+    assert_eq!(termination_timestamp(&still), Some("2027-01-15T09:00:00Z"));
     cluster.driver.abort();
 }
 

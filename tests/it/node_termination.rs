@@ -103,6 +103,19 @@ impl Cluster {
         panic!("pods never reached the cluster state");
     }
 
+    /// A PodDisruptionBudget named `app` allowing no disruption of the pods
+    /// labelled `app=<app>`; returns the budgets' API.
+    async fn add_blocking_pdb(&self, app: &str) -> Api<PodDisruptionBudget> {
+        let pdbs: Api<PodDisruptionBudget> = Api::namespaced(self.ctx.client.clone(), "default");
+        let pdb: PodDisruptionBudget = serde_json::from_value(json!({
+            "metadata": {"name": app},
+            "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": app}}}
+        }))
+        .unwrap();
+        pdbs.create(&PostParams::default(), &pdb).await.unwrap();
+        pdbs
+    }
+
     /// Node termination passes until `done` holds or `passes` run out.
     async fn terminate_until(&self, passes: usize, mut done: impl FnMut(&Self) -> bool) {
         for _ in 0..passes {
@@ -222,13 +235,7 @@ async fn a_deleted_node_is_drained_in_order_then_its_instance_terminated() {
 async fn a_pdb_holds_the_drain_until_it_allows_the_eviction() {
     let cluster = registered(None).await;
     cluster.add_pods(&[pod("web", json!({}))]).await;
-    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(cluster.ctx.client.clone(), "default");
-    let pdb: PodDisruptionBudget = serde_json::from_value(json!({
-        "metadata": {"name": "web"},
-        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "web"}}}
-    }))
-    .unwrap();
-    pdbs.create(&PostParams::default(), &pdb).await.unwrap();
+    let pdbs = cluster.add_blocking_pdb("web").await;
     cluster
         .nodes()
         .delete(NODE, &DeleteParams::default())
@@ -322,13 +329,7 @@ async fn a_termination_timestamp_already_past_deletes_the_pods_budgets_and_do_no
     cluster
         .add_pods(&[pod("web", held), pod("db", budgeted)])
         .await;
-    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(cluster.ctx.client.clone(), "default");
-    let pdb: PodDisruptionBudget = serde_json::from_value(json!({
-        "metadata": {"name": "db"},
-        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "db"}}}
-    }))
-    .unwrap();
-    pdbs.create(&PostParams::default(), &pdb).await.unwrap();
+    cluster.add_blocking_pdb("db").await;
     let stamp = k8s_openapi::jiff::Timestamp::from_second(
         k8s_openapi::jiff::Timestamp::now().as_second() - 60,
     )

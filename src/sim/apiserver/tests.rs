@@ -97,6 +97,43 @@ async fn create_get_list_and_errors() {
 }
 
 #[tokio::test]
+async fn a_write_that_changes_nothing_keeps_the_version_and_a_label_keeps_the_generation() {
+    let server = ApiServer::default();
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let created = api
+        .create(&PostParams::default(), &config_map("c", json!({"a": "1"})))
+        .await
+        .unwrap();
+    let version = |c: &ConfigMap| c.metadata.resource_version.clone().unwrap();
+
+    let same = json!({"data": {"k": "v"}, "metadata": {"labels": {"a": "1"}}});
+    let unchanged = api
+        .patch("c", &PatchParams::default(), &Patch::Merge(&same))
+        .await
+        .unwrap();
+    assert_eq!(version(&unchanged), version(&created));
+
+    let label = json!({"metadata": {"labels": {"a": "2"}}});
+    let relabelled = api
+        .patch("c", &PatchParams::default(), &Patch::Merge(&label))
+        .await
+        .unwrap();
+    assert_ne!(version(&relabelled), version(&created));
+    assert_eq!(relabelled.metadata.generation, created.metadata.generation);
+
+    let data = json!({"data": {"k": "w"}});
+    let changed = api
+        .patch("c", &PatchParams::default(), &Patch::Merge(&data))
+        .await
+        .unwrap();
+    assert_ne!(version(&changed), version(&relabelled));
+    assert_eq!(
+        changed.metadata.generation,
+        created.metadata.generation.map(|g| g + 1)
+    );
+}
+
+#[tokio::test]
 async fn status_writes_touch_only_status_and_generation_counts_spec_changes() {
     let server = ApiServer::default();
     let api: Api<EC2NodeClass> = Api::all(server.client());

@@ -73,29 +73,37 @@ const SERVER_METADATA: &[&str] = &[
     "managedFields",
 ];
 
-/// Everything but metadata and status: what `generation` counts.
-fn spec_of(object: &Value) -> Value {
-    match object {
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .filter(|(k, _)| {
-                    !matches!(k.as_str(), "metadata" | "status" | "apiVersion" | "kind")
-                })
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
-        ),
-        other => other.clone(),
-    }
+/// Whether `a` and `b` have the same top-level fields, leaving out those
+/// `skipped` names; compared in place, since objects can be large.
+fn equal_except(a: &Value, b: &Value, skipped: impl Fn(&str) -> bool) -> bool {
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
+        return a == b;
+    };
+    let kept = |m: &serde_json::Map<String, Value>| m.keys().filter(|k| !skipped(k)).count();
+    kept(a) == kept(b)
+        && a.iter()
+            .filter(|(k, _)| !skipped(k))
+            .all(|(k, v)| b.get(k) == Some(v))
 }
 
-/// The object without what changes on every write, for no-op detection.
-fn comparable(object: &Value) -> Value {
-    let mut object = object.clone();
-    if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
-        metadata.remove("resourceVersion");
-        metadata.remove("managedFields");
-    }
-    object
+/// Whether everything but metadata and status (what `generation` counts)
+/// is the same.
+fn same_spec(a: &Value, b: &Value) -> bool {
+    equal_except(a, b, |k| {
+        matches!(k, "metadata" | "status" | "apiVersion" | "kind")
+    })
+}
+
+/// Whether the objects are the same apart from what changes on every
+/// write: a no-op.
+fn same_content(a: &Value, b: &Value) -> bool {
+    equal_except(a, b, |k| k == "metadata")
+        && match (a.get("metadata"), b.get("metadata")) {
+            (Some(x), Some(y)) => {
+                equal_except(x, y, |k| matches!(k, "resourceVersion" | "managedFields"))
+            }
+            (x, y) => x == y,
+        }
 }
 
 const NAME_MESSAGE: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character";
@@ -413,7 +421,7 @@ impl State {
                 ));
             }
         }
-        if spec_of(&current) != spec_of(&object) {
+        if !same_spec(&current, &object) {
             let generation = meta::int(&current, "/metadata/generation", 1) + 1;
             meta::metadata_mut(&mut object).insert("generation".into(), json!(generation));
         }
@@ -425,7 +433,7 @@ impl State {
                 return Err(ApiError::invalid(def, name, causes));
             }
         }
-        if comparable(&object) == comparable(&current) {
+        if same_content(&object, &current) {
             return Ok(current);
         }
         if !options.applied {
@@ -526,7 +534,7 @@ impl State {
                     object["status"]["phase"] = json!("Terminating");
                 }
             }
-            if comparable(&object) == comparable(&current) {
+            if same_content(&object, &current) {
                 return Ok(current);
             }
             return Ok(self.store.put(&def.storage, object));

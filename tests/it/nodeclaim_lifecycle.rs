@@ -19,8 +19,8 @@ async fn a_claim_launches_registers_and_initializes() {
         .create(&PostParams::default(), &claim("general-a"))
         .await
         .unwrap();
-    cluster.pass("general-a").await; // finalizer
-    cluster.pass("general-a").await; // launch
+    // One pass stores the finalizer, then launches.
+    cluster.pass("general-a").await;
     let launched = cluster.claims().get("general-a").await.unwrap();
     assert!(
         launched

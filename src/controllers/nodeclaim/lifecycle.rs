@@ -63,21 +63,27 @@ pub async fn reconcile(
     }
     let api: Api<NodeClaim> = Api::all(ctx.client.clone());
     let name = claim.name_any();
-    if !claim
+    let with_finalizer;
+    let claim = if claim
         .finalizers()
         .iter()
         .any(|f| f == TERMINATION_FINALIZER)
     {
+        claim
+    } else {
+        // Nothing is launched before the finalizer is stored, or an
+        // instance could outlive its claim; the pass goes on with the
+        // object the patch returned.
         let mut finalizers = claim.finalizers().to_vec();
         finalizers.push(TERMINATION_FINALIZER.to_string());
         let patch = serde_json::json!({
             "metadata": {"resourceVersion": claim.metadata.resource_version, "finalizers": finalizers}
         });
-        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        with_finalizer = api
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
-        // The patch comes back as a change and runs the rest.
-        return Ok(Action::await_change());
-    }
+        &with_finalizer
+    };
 
     let mut updated = claim.clone();
     let retry = match launch(ctx, &mut updated).await? {

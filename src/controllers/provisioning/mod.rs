@@ -231,8 +231,8 @@ impl Provisioner {
             tracing::warn!(%problem, "left out of provisioning");
         }
         let result = solved.result;
-        record_round(&pending, &result, solved.solve, solved.problems.len());
         let created = self.create_node_claims(&pools, &result).await;
+        record_round(&pending, &result, solved.solve, solved.problems.len());
         self.report_unschedulable(&pending, &result).await;
         Ok(Round {
             pending: pending.len(),
@@ -368,6 +368,9 @@ fn record_round(pending: &[Arc<Pod>], result: &SchedulingResult, solve: Duration
         .get_or_create(&Vec::new())
         .set(ignored as f64);
     let now = k8s_openapi::jiff::Timestamp::now().as_second();
+    let decision_duration = m
+        .pods_scheduling_decision_duration
+        .get_or_create(&Vec::new());
     for pod in pending {
         let since = pod
             .status
@@ -379,9 +382,7 @@ fn record_round(pending: &[Arc<Pod>], result: &SchedulingResult, solve: Duration
             .and_then(|c| c.last_transition_time.as_ref())
             .map(|t| (now - t.0.as_second()).max(0));
         if let Some(seconds) = since {
-            m.pods_scheduling_decision_duration
-                .get_or_create(&Vec::new())
-                .observe(seconds as f64);
+            decision_duration.observe(seconds as f64);
         }
     }
 }

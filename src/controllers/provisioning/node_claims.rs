@@ -3,7 +3,9 @@
 //! the pool's template (labels, annotations, taints, startup taints,
 //! `expireAfter`, `terminationGracePeriod`, class reference), the solved
 //! requirements narrowed to the instance-type options, the pods' requests,
-//! and an owner reference to the NodePool.
+//! and an owner reference to the NodePool. It carries the termination
+//! finalizer from the start, which spares the lifecycle controller a write
+//! per claim (it still adds the finalizer to claims made without it).
 
 use std::collections::BTreeMap;
 use std::hash::{BuildHasher, Hasher};
@@ -14,7 +16,7 @@ use kube::ResourceExt;
 
 use crate::apis::labels::{
     EC2_NODE_CLASS_LABEL_KEY, INSTANCE_TYPE_LABEL_KEY, NODE_POOL_HASH_ANNOTATION_KEY,
-    NODE_POOL_HASH_VERSION_ANNOTATION_KEY, NODE_POOL_LABEL_KEY,
+    NODE_POOL_HASH_VERSION_ANNOTATION_KEY, NODE_POOL_LABEL_KEY, TERMINATION_FINALIZER,
 };
 use crate::apis::nodeclaim::NodeClaimResources;
 use crate::apis::requirements::NodeSelectorRequirementWithMinValues;
@@ -106,6 +108,7 @@ pub fn node_claim_object(pool: &NodePool, planned: &NewNodeClaim, name: String) 
                 block_owner_deletion: Some(true),
                 controller: None,
             }]),
+            finalizers: Some(vec![TERMINATION_FINALIZER.to_string()]),
             ..ObjectMeta::default()
         },
         spec: NodeClaimSpec {
@@ -212,6 +215,7 @@ spec:
             (owner.kind.as_str(), owner.uid.as_str()),
             ("NodePool", "pool-uid")
         );
+        assert_eq!(claim.finalizers(), [TERMINATION_FINALIZER]);
         let types: Vec<&NodeSelectorRequirementWithMinValues> = claim
             .spec
             .requirements

@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use kube::core::cel::{ValidationError, Validator, apply_defaults};
+use kube::core::cel::{ValidationError, Validator};
 use regex::Regex;
 use serde_json::Value;
 
@@ -68,17 +68,60 @@ impl CrdSchema {
     }
 }
 
-/// Schema defaults, applied again inside defaulted values until nothing
-/// changes (a defaulted object gets the defaults of its own fields).
+/// Schema defaults, filled in where fields are missing, in place: a
+/// defaulted value gets the defaults of its own fields too.
 fn defaulted(schema: &Value, mut object: Value) -> Value {
-    for _ in 0..8 {
-        let next = apply_defaults(schema, &object);
-        if next == object {
-            break;
-        }
-        object = next;
-    }
+    default_in_place(schema, &mut object, 0);
     object
+}
+
+/// Nesting past which nothing is defaulted (kube's evaluator stops there
+/// and refuses the object as too deep).
+const MAX_DEFAULT_DEPTH: usize = 64;
+
+/// Walks `properties`, `items` and `additionalProperties` as kube's
+/// `apply_defaults` does (a map never gains entries from a default, and
+/// `x-kubernetes-preserve-unknown-fields` ends the walk into map values),
+/// without copying the object at every level.
+fn default_in_place(schema: &Value, value: &mut Value, depth: usize) {
+    if depth > MAX_DEFAULT_DEPTH {
+        return;
+    }
+    match value {
+        Value::Object(object) => {
+            let properties = schema.get("properties").and_then(Value::as_object);
+            let preserve_unknown = schema
+                .get("x-kubernetes-preserve-unknown-fields")
+                .and_then(Value::as_bool)
+                == Some(true);
+            let additional = schema
+                .get("additionalProperties")
+                .filter(|a| a.is_object() && !preserve_unknown);
+            if let Some(properties) = properties {
+                for (key, property) in properties {
+                    if !object.contains_key(key)
+                        && let Some(default) = property.get("default")
+                    {
+                        object.insert(key.clone(), default.clone());
+                    }
+                }
+            }
+            for (key, child) in object.iter_mut() {
+                let child_schema = properties.and_then(|p| p.get(key)).or(additional);
+                if let Some(child_schema) = child_schema {
+                    default_in_place(child_schema, child, depth + 1);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_schema) = schema.get("items") {
+                for item in items {
+                    default_in_place(item_schema, item, depth + 1);
+                }
+            }
+        }
+        _ => {}
+    }
 }
 
 fn with_validator<T>(f: impl FnOnce(&Validator) -> T) -> T {
@@ -576,5 +619,90 @@ mod tests {
         };
         assert_eq!(causes[0].field, "spec.size");
         assert_eq!(causes[0].message, "Required value");
+    }
+
+    /// kube's `apply_defaults`, applied until nothing changes.
+    fn kube_defaulted(schema: &Value, object: &Value) -> Value {
+        let mut object = object.clone();
+        loop {
+            let next = kube::core::cel::apply_defaults(schema, &object);
+            if next == object {
+                return object;
+            }
+            object = next;
+        }
+    }
+
+    #[test]
+    fn defaults_are_what_kubes_defaulting_gives() {
+        let nested = json!({
+            "type": "object",
+            "properties": {
+                "spec": {
+                    "type": "object",
+                    "default": {},
+                    "properties": {
+                        "mode": {"type": "string", "default": "a"},
+                        "limits": {
+                            "type": "object",
+                            "default": {"cpu": "1"},
+                            "properties": {"cpu": {"type": "string"}, "pods": {"type": "integer", "default": 110}},
+                        },
+                        "items": {
+                            "type": "array",
+                            "items": {"type": "object", "properties": {"weight": {"type": "integer", "default": 1}}},
+                        },
+                        "byName": {
+                            "type": "object",
+                            "additionalProperties": {"type": "object", "properties": {"on": {"type": "boolean", "default": true}}},
+                        },
+                        "free": {
+                            "type": "object",
+                            "x-kubernetes-preserve-unknown-fields": true,
+                            "additionalProperties": {"type": "object", "properties": {"on": {"type": "boolean", "default": true}}},
+                        },
+                    },
+                },
+            },
+        });
+        let objects = [
+            json!({}),
+            json!({"spec": {"items": [{}, {"weight": 3}], "byName": {"x": {}, "y": {"on": false}}, "free": {"z": {}}}}),
+            json!({"spec": {"mode": "b", "limits": {}}}),
+        ];
+        for object in &objects {
+            assert_eq!(
+                defaulted(&nested, object.clone()),
+                kube_defaulted(&nested, object)
+            );
+        }
+        let all = defaulted(&nested, objects[1].clone());
+        assert_eq!(all["spec"]["limits"], json!({"cpu": "1", "pods": 110}));
+        assert_eq!(all["spec"]["items"][0]["weight"], 1);
+        assert_eq!(all["spec"]["byName"]["x"]["on"], true);
+        assert_eq!(all["spec"]["free"]["z"], json!({}));
+
+        for (kind, dir) in [
+            ("NodeClaim", "nodeclaims"),
+            ("NodePool", "nodepools"),
+            ("EC2NodeClass", "ec2nodeclasses"),
+        ] {
+            let crd = crate::apis::crds::definitions()
+                .into_iter()
+                .find(|crd| crd.spec.names.kind == kind)
+                .expect("CRD");
+            let crd = serde_json::to_value(crd).expect("CRD as JSON");
+            let schema = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
+            let dir = format!("{}/examples/{dir}", env!("CARGO_MANIFEST_DIR"));
+            for entry in std::fs::read_dir(&dir).expect("examples directory") {
+                let text = std::fs::read_to_string(entry.expect("entry").path()).expect("example");
+                let example: Value = serde_yaml::from_str(&text).expect("example YAML");
+                assert_eq!(
+                    defaulted(schema, example.clone()),
+                    kube_defaulted(schema, &example),
+                    "{kind}"
+                );
+            }
+        }
     }
 }

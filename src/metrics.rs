@@ -87,6 +87,7 @@ fn duration_histogram() -> Histogram {
 impl Metrics {
     fn new() -> Self {
         let mut registry = Registry::default();
+        // Help texts have no final period: the text encoder adds one.
         let mut counters = |name: &str, help: &str| {
             let family = Counters::default();
             registry.register(name, help, family.clone());
@@ -94,80 +95,80 @@ impl Metrics {
         };
         let nodeclaims_created = counters(
             "karpenter_nodeclaims_created",
-            "NodeClaims created, by reason and NodePool.",
+            "NodeClaims created, by reason and NodePool",
         );
         let nodeclaims_terminated = counters(
             "karpenter_nodeclaims_terminated",
-            "NodeClaims whose finalization completed.",
+            "NodeClaims whose finalization completed",
         );
         let nodeclaims_disrupted = counters(
             "karpenter_nodeclaims_disrupted",
-            "NodeClaims removed by nodewright, by reason.",
+            "NodeClaims removed by nodewright, by reason",
         );
         let nodeclaims_unhealthy_disrupted = counters(
             "karpenter_nodeclaims_unhealthy_disrupted",
-            "Unhealthy NodeClaims node repair deleted, by the Node condition, NodePool and image.",
+            "Unhealthy NodeClaims node repair deleted, by the Node condition, NodePool and image",
         );
         let nodes_created = counters(
             "karpenter_nodes_created",
-            "Nodes registered for a NodeClaim.",
+            "Nodes registered for a NodeClaim",
         );
         let nodes_terminated = counters(
             "karpenter_nodes_terminated",
-            "Nodes released after termination.",
+            "Nodes released after termination",
         );
-        let nodes_drained = counters("karpenter_nodes_drained", "Nodes drained.");
+        let nodes_drained = counters("karpenter_nodes_drained", "Nodes drained");
         let pods_eviction_requests = counters(
             "karpenter_pods_eviction_requests",
-            "Eviction requests, by response code.",
+            "Eviction requests, by response code",
         );
         let pods_drained = counters(
             "karpenter_pods_drained",
-            "Pods removed from draining nodes, by how.",
+            "Pods removed from draining nodes, by how",
         );
         let cloudprovider_errors = counters(
             "karpenter_cloudprovider_errors",
-            "Cloud provider calls that failed.",
+            "Cloud provider calls that failed",
         );
         let mut gauges = |name: &str, help: &str| {
             let family = Gauges::default();
             registry.register(name, help, family.clone());
             family
         };
-        let build_info = gauges("karpenter_build_info", "The running build.");
+        let build_info = gauges("karpenter_build_info", "The running build");
         let scheduler_queue_depth = gauges(
             "karpenter_scheduler_queue_depth",
-            "Pods in the last provisioning solve.",
+            "Pods in the last provisioning solve",
         );
         let scheduler_ignored_pods = gauges(
             "karpenter_scheduler_ignored_pods_count",
-            "Pods left out of the last provisioning round.",
+            "Pods left out of the last provisioning round",
         );
         let scheduler_unschedulable_pods = gauges(
             "karpenter_scheduler_unschedulable_pods_count",
-            "Pods the last provisioning round could not place.",
+            "Pods the last provisioning round could not place",
         );
         let offering_available = gauges(
             "karpenter_cloudprovider_instance_type_offering_available",
-            "1 when an offering can be launched, 0 when not.",
+            "1 when an offering can be launched, 0 when not",
         );
         let offering_price = gauges(
             "karpenter_cloudprovider_instance_type_offering_price_estimate",
-            "Hourly price of an offering.",
+            "Hourly price of an offering",
         );
         let cluster_state_synced = gauges(
             "karpenter_cluster_state_synced",
-            "1 once the cluster state has listed everything.",
+            "1 once the cluster state has listed everything",
         );
         let cluster_state_node_count = gauges(
             "karpenter_cluster_state_node_count",
-            "Nodes in the cluster state.",
+            "Nodes in the cluster state",
         );
         let nodepools_usage = gauges(
             "karpenter_nodepools_usage",
-            "Resources a NodePool's nodes hold.",
+            "Resources a NodePool's nodes hold",
         );
-        let nodepools_limit = gauges("karpenter_nodepools_limit", "A NodePool's limits.");
+        let nodepools_limit = gauges("karpenter_nodepools_limit", "A NodePool's limits");
         let mut histograms = |name: &str, help: &str| {
             let family = Histograms::new_with_constructor(duration_histogram as fn() -> Histogram);
             registry.register(name, help, family.clone());
@@ -175,15 +176,15 @@ impl Metrics {
         };
         let pods_scheduling_decision_duration = histograms(
             "karpenter_pods_scheduling_decision_duration_seconds",
-            "From a pod becoming unschedulable to the provisioning decision about it.",
+            "From a pod becoming unschedulable to the provisioning decision about it",
         );
         let scheduling_duration = histograms(
             "karpenter_scheduler_scheduling_duration_seconds",
-            "Duration of a provisioning solve.",
+            "Duration of a provisioning solve",
         );
         let cloudprovider_duration = histograms(
             "karpenter_cloudprovider_duration_seconds",
-            "Duration of cloud provider calls.",
+            "Duration of cloud provider calls",
         );
         build_info
             .get_or_create(&labels(&[("version", env!("CARGO_PKG_VERSION"))]))

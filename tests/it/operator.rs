@@ -154,8 +154,10 @@ async fn cluster(pods: usize) -> ApiServer {
         }))
         .unwrap();
         api.create(&PostParams::default(), &pod).await.unwrap();
+        let now = k8s_openapi::jiff::Timestamp::now().to_string();
         let unschedulable = json!({"status": {"phase": "Pending", "conditions": [
-            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}});
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+             "lastTransitionTime": now}]}});
         api.patch_status(
             &format!("web-{i}"),
             &PatchParams::default(),
@@ -295,6 +297,18 @@ async fn two_replicas_provision_once_and_serve_metrics_and_health() {
     ] {
         assert!(text.contains(name), "{name} missing from /metrics");
     }
+    let help_lines = text.lines().filter(|l| l.starts_with("# HELP"));
+    assert!(help_lines.clone().count() > 10, "{text}");
+    for help in help_lines {
+        assert!(!help.ends_with(".."), "{help}");
+    }
+    // Each pending pod's wait since kube-scheduler gave up on it is observed.
+    let decisions = text
+        .lines()
+        .find(|l| l.starts_with("karpenter_pods_scheduling_decision_duration_seconds_count"))
+        .and_then(|l| l.rsplit_once(' '))
+        .and_then(|(_, count)| count.parse::<u64>().ok());
+    assert!(decisions.is_some_and(|n| n >= 3), "{decisions:?}\n{text}");
 
     // The leader stops cleanly; the standby takes over and keeps going.
     stop_a.send(()).unwrap();

@@ -221,6 +221,7 @@ impl Provisioner {
         self.planner.converted.sweep();
         let Plan {
             pending,
+            unschedulable_since,
             pools,
             solved: Some(solved),
         } = plan
@@ -232,7 +233,13 @@ impl Provisioner {
         }
         let result = solved.result;
         let created = self.create_node_claims(&pools, &result).await;
-        record_round(&pending, &result, solved.solve, solved.problems.len());
+        record_round(
+            &pending,
+            &unschedulable_since,
+            &result,
+            solved.solve,
+            solved.problems.len(),
+        );
         self.report_unschedulable(&pending, &result).await;
         Ok(Round {
             pending: pending.len(),
@@ -351,8 +358,14 @@ impl Provisioner {
 
 /// Scheduler metrics for one round: solve time, queue depth, unplaced and
 /// ignored pods, and for each pending pod the time since kube-scheduler
-/// marked it unschedulable.
-fn record_round(pending: &[Arc<Pod>], result: &SchedulingResult, solve: Duration, ignored: usize) {
+/// marked it unschedulable (`unschedulable_since`, Unix seconds).
+fn record_round(
+    pending: &[Arc<Pod>],
+    unschedulable_since: &[i64],
+    result: &SchedulingResult,
+    solve: Duration,
+    ignored: usize,
+) {
     let controller = labels(&[("controller", "provisioner")]);
     let m = metrics();
     m.scheduling_duration
@@ -371,18 +384,7 @@ fn record_round(pending: &[Arc<Pod>], result: &SchedulingResult, solve: Duration
     let decision_duration = m
         .pods_scheduling_decision_duration
         .get_or_create(&Vec::new());
-    for pod in pending {
-        let since = pod
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .into_iter()
-            .flatten()
-            .find(|c| c.type_ == "PodScheduled")
-            .and_then(|c| c.last_transition_time.as_ref())
-            .map(|t| (now - t.0.as_second()).max(0));
-        if let Some(seconds) = since {
-            decision_duration.observe(seconds as f64);
-        }
+    for since in unschedulable_since {
+        decision_duration.observe((now - since).max(0) as f64);
     }
 }

@@ -29,6 +29,10 @@ pub(super) struct Stamp {
 pub(super) struct Plan {
     /// Pods kube-scheduler gave up on and nothing is nominated for.
     pub pending: Vec<Arc<Pod>>,
+    /// When kube-scheduler marked each of them unschedulable (Unix
+    /// seconds), where it says; read while the pods are at hand, for the
+    /// round's metrics.
+    pub unschedulable_since: Vec<i64>,
     /// The NodePools the solve saw.
     pub pools: Vec<Arc<NodePool>>,
     /// The solve; `None` when nothing is pending.
@@ -73,6 +77,7 @@ impl Planner {
         // are its to place (nominated ones stay: they count where they go).
         // One pass over the pods: with 10,000 of them, each pass costs milliseconds.
         let mut pending: Vec<Arc<Pod>> = Vec::new();
+        let mut unschedulable_since = Vec::new();
         let mut pods = std::mem::take(&mut snapshot.pods);
         pods.retain(|p| {
             if p.spec.as_ref().is_some_and(|s| s.node_name.is_some()) {
@@ -82,6 +87,7 @@ impl Planner {
             let provisionable = is_provisionable(p);
             if provisionable && !nominated {
                 pending.push(p.clone());
+                unschedulable_since.extend(unschedulable_since_of(p));
             }
             nominated || provisionable
         });
@@ -90,6 +96,7 @@ impl Planner {
         if pending.is_empty() {
             return Plan {
                 pending,
+                unschedulable_since,
                 pools,
                 solved: None,
             };
@@ -105,6 +112,7 @@ impl Planner {
         let solve = started.elapsed() - prepare;
         Plan {
             pending,
+            unschedulable_since,
             pools,
             solved: Some(Solved {
                 result,
@@ -114,6 +122,20 @@ impl Planner {
             }),
         }
     }
+}
+
+/// When kube-scheduler marked `pod` unschedulable (the `PodScheduled`
+/// condition's transition), in Unix seconds.
+fn unschedulable_since_of(pod: &Pod) -> Option<i64> {
+    pod.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "PodScheduled")?
+        .last_transition_time
+        .as_ref()
+        .map(|t| t.0.as_second())
 }
 
 /// The plan being made ahead of the open batch's close, with its stamp.

@@ -9,7 +9,7 @@ mod converted;
 mod input;
 mod state;
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
@@ -44,7 +44,7 @@ pub struct ClusterSnapshot {
     /// Pods (`namespace/name`) already planned onto a NodeClaim or Node that
     /// has not taken them yet, by that NodeClaim's or Node's name: they are
     /// not provisioned for again.
-    pub nominated: BTreeMap<String, String>,
+    pub nominated: HashMap<String, String>,
 }
 
 impl ClusterSnapshot {

@@ -10,7 +10,7 @@
 //! Objects are stored without `managedFields`, which controllers never read
 //! and which is often the largest part of a pod.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Debug;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -87,7 +87,7 @@ where
 #[derive(Debug, Default)]
 struct Tracking {
     /// Pod key → (NodeClaim or Node name, until when the nomination holds).
-    nominations: BTreeMap<String, (String, Instant)>,
+    nominations: HashMap<String, (String, Instant)>,
     /// NodeClaims created here and not yet seen in the NodeClaim store.
     created: BTreeMap<String, Arc<NodeClaim>>,
     /// Nodes (by name) a controller is about to delete or drain.
@@ -207,10 +207,24 @@ impl ClusterState {
     /// (or, for a NodeClaim still launching, until it launches or is
     /// deleted), it is not provisioned for again.
     pub fn nominate(&self, pod: &str, target: &str, period: Duration) {
-        self.tracking_mut().nominations.insert(
-            pod.to_string(),
-            (target.to_string(), Instant::now() + period),
-        );
+        self.nominate_all([pod], target, period);
+    }
+
+    /// [`ClusterState::nominate`] for many pods at once (a new NodeClaim's),
+    /// under one lock.
+    pub fn nominate_all<'a>(
+        &self,
+        pods: impl IntoIterator<Item = &'a str>,
+        target: &str,
+        period: Duration,
+    ) {
+        let until = Instant::now() + period;
+        let mut tracking = self.tracking_mut();
+        for pod in pods {
+            tracking
+                .nominations
+                .insert(pod.to_string(), (target.to_string(), until));
+        }
     }
 
     /// Where `pod` is nominated, while the nomination holds.

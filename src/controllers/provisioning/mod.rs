@@ -303,9 +303,8 @@ impl Provisioner {
         let mut names = Vec::new();
         for (planned, created) in done {
             let name = created.name_any();
-            for pod in &planned.pods {
-                self.state.nominate(pod, &name, period);
-            }
+            self.state
+                .nominate_all(planned.pods.iter().map(String::as_str), &name, period);
             self.state.record_created(created);
             metrics()
                 .nodeclaims_created

@@ -125,6 +125,25 @@ pub enum ControllerError {
     Task(#[from] tokio::task::JoinError),
 }
 
+impl ControllerError {
+    /// A write lost a race with another writer (409 Conflict): routine
+    /// while objects change fast, and retried soon against the newer
+    /// version rather than logged as a failure and backed off.
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, ControllerError::Kube(kube::Error::Api(status)) if status.code == 409)
+    }
+
+    /// How soon a failed reconcile is retried: `backoff`, or one second
+    /// after a conflict.
+    pub fn retry_after(&self, backoff: std::time::Duration) -> std::time::Duration {
+        if self.is_conflict() {
+            std::time::Duration::from_secs(1)
+        } else {
+            backoff
+        }
+    }
+}
+
 /// `text` cut to at most `max` bytes on a character boundary (event notes
 /// and condition messages have limits the API server enforces).
 pub fn truncate(mut text: String, max: usize) -> String {
@@ -142,4 +161,29 @@ pub fn truncate(mut text: String, max: usize) -> String {
 pub async fn run(context: Arc<Context>) -> Result<(), ControllerError> {
     nodeclass::run(context).await;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use kube::core::Status;
+
+    use super::ControllerError;
+
+    fn api_error(code: u16) -> ControllerError {
+        let status = Status::failure("refused", "Refused").with_code(code);
+        ControllerError::Kube(kube::Error::Api(status.boxed()))
+    }
+
+    #[test]
+    fn a_conflict_is_retried_soon_and_other_errors_after_the_backoff() {
+        let backoff = Duration::from_secs(10);
+        assert!(api_error(409).is_conflict());
+        assert_eq!(api_error(409).retry_after(backoff), Duration::from_secs(1));
+        for code in [404, 422, 500] {
+            assert!(!api_error(code).is_conflict());
+            assert_eq!(api_error(code).retry_after(backoff), backoff);
+        }
+    }
 }

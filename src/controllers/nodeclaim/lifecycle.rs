@@ -44,8 +44,12 @@ pub async fn run(ctx: Arc<NodeClaimContext>) {
         .run(
             |claim, ctx| async move { reconcile(&ctx, &claim).await },
             |claim, error, _| {
-                tracing::warn!(nodeclaim = %claim.name_any(), %error, "NodeClaim reconcile failed; retrying");
-                Action::requeue(Duration::from_secs(5))
+                if error.is_conflict() {
+                    tracing::debug!(nodeclaim = %claim.name_any(), %error, "NodeClaim changed while reconciling; retrying");
+                } else {
+                    tracing::warn!(nodeclaim = %claim.name_any(), %error, "NodeClaim reconcile failed; retrying");
+                }
+                Action::requeue(error.retry_after(Duration::from_secs(5)))
             },
             ctx,
         )

@@ -81,8 +81,12 @@ pub async fn run(ctx: Arc<NodePoolContext>) {
         .run(
             |pool, ctx| async move { reconcile(&ctx, &pool).await },
             |pool, error, _| {
-                tracing::warn!(nodepool = %pool.name_any(), %error, "NodePool reconcile failed; retrying");
-                Action::requeue(Duration::from_secs(10))
+                if error.is_conflict() {
+                    tracing::debug!(nodepool = %pool.name_any(), %error, "NodePool changed while reconciling; retrying");
+                } else {
+                    tracing::warn!(nodepool = %pool.name_any(), %error, "NodePool reconcile failed; retrying");
+                }
+                Action::requeue(error.retry_after(Duration::from_secs(10)))
             },
             ctx,
         )

@@ -396,6 +396,28 @@ impl Extensions {
             .map(|loaded| loaded.with_limits(limits))
             .map_err(|e| format!("{field} ({}): {e}", module.name))
     }
+
+    /// [`fingerprint`] of `list`, computed once per list. The `Weak` held
+    /// keeps the list's allocation from being reused by another list while
+    /// its entry exists, so pointer equality is identity.
+    fn fingerprint_of(&self, list: &Arc<Vec<InstanceType>>) -> u64 {
+        let Ok(mut known) = self.fingerprints.lock() else {
+            return fingerprint(list);
+        };
+        if let Some((_, found)) = known
+            .iter()
+            .find(|(seen, _)| seen.as_ptr() == Arc::as_ptr(list))
+        {
+            return *found;
+        }
+        known.retain(|(seen, _)| seen.strong_count() > 0);
+        if known.len() >= FINGERPRINTS_KEPT {
+            known.remove(0);
+        }
+        let computed = fingerprint(list);
+        known.push((Arc::downgrade(list), computed));
+        computed
+    }
 }
 
 /// The AMI selector's choice for one EC2NodeClass.
@@ -436,30 +458,6 @@ fn module_context(
 /// Identifies the instance types a module is given (names and offerings),
 /// so a cached outcome is reused only for the same input: the same catalog
 /// resolves differently when a class's subnets (zones) change.
-impl Extensions {
-    /// [`fingerprint`] of `list`, computed once per list. The `Weak` held
-    /// keeps the list's allocation from being reused by another list while
-    /// its entry exists, so pointer equality is identity.
-    fn fingerprint_of(&self, list: &Arc<Vec<InstanceType>>) -> u64 {
-        let Ok(mut known) = self.fingerprints.lock() else {
-            return fingerprint(list);
-        };
-        if let Some((_, found)) = known
-            .iter()
-            .find(|(seen, _)| seen.as_ptr() == Arc::as_ptr(list))
-        {
-            return *found;
-        }
-        known.retain(|(seen, _)| seen.strong_count() > 0);
-        if known.len() >= FINGERPRINTS_KEPT {
-            known.remove(0);
-        }
-        let computed = fingerprint(list);
-        known.push((Arc::downgrade(list), computed));
-        computed
-    }
-}
-
 fn fingerprint(instance_types: &[InstanceType]) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut hasher = std::collections::hash_map::DefaultHasher::new();

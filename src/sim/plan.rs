@@ -287,7 +287,11 @@ impl Plan {
                 .or_default()
                 .push(placement.pod.clone());
         }
-        let total_price_per_hour = node_claims.iter().map(|c| c.price_per_hour).sum();
+        // Folded from +0.0: the sum of no f64s is -0.0, printed `$-0.0000`.
+        let total_price_per_hour = node_claims
+            .iter()
+            .map(|c| c.price_per_hour)
+            .fold(0.0, |total, price| total + price);
         Plan {
             region: region.to_string(),
             catalog: CatalogKind::Embedded,

@@ -116,6 +116,19 @@ fn simulate_quickstart_prints_a_plan() {
     assert!(text.contains("new NodeClaims, total $"), "{text}");
 }
 
+#[test]
+fn simulate_with_nothing_to_launch_costs_a_positive_zero() {
+    let out = nodewright(&[
+        "simulate",
+        "examples/quickstart/nodepool.yaml",
+        "examples/quickstart/ec2nodeclass.yaml",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("0 new NodeClaims, total $0.0000/h"), "{text}");
+    assert!(!text.contains("$-"), "{text}");
+}
+
 /// A cluster snapshot piped through standard input, as
 /// `kubectl get … -A -o yaml | nodewright simulate -` does.
 #[test]

@@ -10,19 +10,24 @@
 //! `NODEWRIGHT_BENCH_ONCE=preferences-respect` (or `preferences-ignore`) does
 //! the same for the 4,000 preference pods.
 //!
+//! `what-if` (criterion) and `NODEWRIGHT_BENCH_ONCE=what-if` measure what
+//! disruption asks of the scheduler: a model compiled once for 1,000 nodes
+//! running 10 diverse pods each, then one what-if per node ("without this
+//! node, where do its pods go?") on the shared model.
+//!
 //! To benchmark another catalog (e.g. the real us-east-1 one), pass its
 //! instance types to [`diverse_input`] instead of [`fake_instance_types`].
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
+use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group};
 use nodewright::aws::catalog::Catalog;
 use nodewright::aws::instance_types::{ResolverSettings, resolve_all};
 use nodewright::scheduling::{
-    CapacityType, InstanceType, LabelSelector, NodePoolSpec, Offering, Operator, Overhead, Pod,
-    PodAffinityTerm, Requirement, Requirements, Resources, Scheduler, SchedulerInput,
-    SchedulerOptions, SchedulingResult, TopologySpreadConstraint, Weighted, labels,
+    CapacityType, ExistingNode, InstanceType, LabelSelector, Model, NodePoolSpec, Offering,
+    Operator, Overhead, Pod, PodAffinityTerm, Requirement, Requirements, Resources, Scheduler,
+    SchedulerInput, SchedulerOptions, SchedulingResult, TopologySpreadConstraint, Weighted, labels,
 };
 
 const SIZES: &[usize] = &[1, 50, 100, 500, 1000, 2000, 5000, 10000, 20000];
@@ -230,9 +235,12 @@ fn bench_diverse(c: &mut Criterion) {
             start.elapsed().as_secs_f64() * 1e3
         );
         group.throughput(Throughput::Elements(n as u64));
-        let scheduler = Scheduler::new(input);
         group.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
-            b.iter(|| black_box(scheduler.solve()))
+            b.iter_batched(
+                || input.clone(),
+                |input| black_box(Scheduler::new(input).solve()),
+                BatchSize::LargeInput,
+            )
         });
     }
     group.finish();
@@ -258,8 +266,13 @@ fn bench_preferences(c: &mut Criterion) {
             result.errors.len()
         );
         group.throughput(Throughput::Elements(4000));
-        let scheduler = Scheduler::new(input);
-        group.bench_function(name, |b| b.iter(|| black_box(scheduler.solve())));
+        group.bench_function(name, |b| {
+            b.iter_batched(
+                || input.clone(),
+                |input| black_box(Scheduler::new(input).solve()),
+                BatchSize::LargeInput,
+            )
+        });
     }
     group.finish();
 }
@@ -288,18 +301,109 @@ fn bench_catalog(c: &mut Criterion) {
             result.errors.len()
         );
         group.throughput(Throughput::Elements(n as u64));
-        let scheduler = Scheduler::new(input);
         group.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
-            b.iter(|| black_box(scheduler.solve()))
+            b.iter_batched(
+                || input.clone(),
+                |input| black_box(Scheduler::new(input).solve()),
+                BatchSize::LargeInput,
+            )
         });
     }
     group.finish();
 }
 
-criterion_group!(benches, bench_diverse, bench_preferences, bench_catalog);
+/// 1,000 initialized nodes of a 32-CPU fake type in three zones, each
+/// running 10 of `make_diverse_pods(10_000)` (round robin), and no pending
+/// pods.
+fn what_if_cluster(nodes: usize) -> SchedulerInput {
+    let types = fake_instance_types(400);
+    let node_type = types[31].clone();
+    let pods = make_diverse_pods(nodes * 10);
+    let mut existing: Vec<ExistingNode> = (0..nodes)
+        .map(|i| {
+            let name = format!("node-{i:04}");
+            let zone = format!("test-zone-{}", i % 3 + 1);
+            let mut node = ExistingNode {
+                name: name.clone(),
+                capacity: node_type.capacity.clone(),
+                allocatable: node_type.allocatable(),
+                initialized: true,
+                ..ExistingNode::default()
+            };
+            for (k, v) in [
+                (labels::NODE_POOL, "default"),
+                (labels::ZONE, zone.as_str()),
+                (labels::HOSTNAME, name.as_str()),
+                (labels::ARCH, "amd64"),
+                (labels::OS, "linux"),
+                (labels::INSTANCE_TYPE, node_type.name.as_str()),
+                (labels::CAPACITY_TYPE, "on-demand"),
+            ] {
+                node.labels.insert(k.to_string(), v.to_string());
+            }
+            node
+        })
+        .collect();
+    for (i, pod) in pods.into_iter().enumerate() {
+        existing[i % nodes].pods.push(pod);
+    }
+    let mut input = diverse_input(types, Vec::new());
+    input.existing_nodes = existing;
+    input
+}
+
+/// One what-if per node of the model, in turn: the node taken away, its
+/// pods rescheduled. Returns the pods placed on existing nodes, for a check.
+fn what_ifs(model: &Model, count: usize) -> usize {
+    let names: Vec<&ExistingNode> = model.nodes().collect();
+    let mut placed = 0;
+    for i in 0..count {
+        let candidate = names[i % names.len()];
+        let result = model.solve(|n| n.name != candidate.name, &candidate.pods);
+        placed += result.existing_node_placements.len();
+    }
+    placed
+}
+
+fn bench_what_if(c: &mut Criterion) {
+    let model = Model::compile(what_if_cluster(1000));
+    let mut group = c.benchmark_group("what-if");
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(5));
+    group.throughput(Throughput::Elements(1000));
+    group.bench_function("1000-of-1000-nodes", |b| {
+        b.iter(|| black_box(what_ifs(&model, 1000)))
+    });
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    bench_diverse,
+    bench_preferences,
+    bench_catalog,
+    bench_what_if
+);
 
 fn main() {
     if let Ok(what) = std::env::var("NODEWRIGHT_BENCH_ONCE") {
+        if what == "what-if" {
+            let start = Instant::now();
+            let model = Model::compile(what_if_cluster(1000));
+            let compiled = start.elapsed();
+            let start = Instant::now();
+            let placed = what_ifs(&model, 1000);
+            let elapsed = start.elapsed();
+            println!(
+                "what-if: model of 1,000 nodes and 10,000 pods compiled in {:.1} ms; \
+                 1,000 what-ifs (one node away, its 10 pods rescheduled) in {:.1} ms, \
+                 {:.3} ms each; {placed} pods placed on existing nodes",
+                compiled.as_secs_f64() * 1e3,
+                elapsed.as_secs_f64() * 1e3,
+                elapsed.as_secs_f64() * 1e3 / 1000.0
+            );
+            return;
+        }
         let (n, input) = match what.as_str() {
             "preferences-respect" | "preferences-ignore" => {
                 let mut input = diverse_input(fake_instance_types(400), make_preference_pods(4000));

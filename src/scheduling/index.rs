@@ -7,8 +7,19 @@ use std::collections::HashMap;
 use super::requirements::{Operator, Requirement, Requirements, ValueSet, label_number};
 use super::resources::Resources;
 
+/// Reads and adds interned ids: the model's frozen [`Interner`], or a
+/// solve's view of it with the ids that solve added.
+pub(crate) trait Ids {
+    /// The id of `text`, added if new.
+    fn id(&mut self, text: &str) -> u32;
+    /// The text of `id` (empty for an unknown id).
+    fn name(&self, id: u32) -> &str;
+    /// The integer reading of `id`'s text, for `Gt`/`Lt`.
+    fn number(&self, id: u32) -> Option<i64>;
+}
+
 /// Interned strings with their integer reading (for Gt/Lt).
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct Interner {
     ids: HashMap<String, u32>,
     names: Vec<String>,
@@ -16,7 +27,19 @@ pub(crate) struct Interner {
 }
 
 impl Interner {
-    pub(crate) fn id(&mut self, text: &str) -> u32 {
+    /// The id of `text`, if it was interned.
+    pub(crate) fn get(&self, text: &str) -> Option<u32> {
+        self.ids.get(text).copied()
+    }
+
+    /// How many strings are interned (the next id).
+    pub(crate) fn len(&self) -> usize {
+        self.names.len()
+    }
+}
+
+impl Ids for Interner {
+    fn id(&mut self, text: &str) -> u32 {
         if let Some(id) = self.ids.get(text) {
             return *id;
         }
@@ -27,14 +50,14 @@ impl Interner {
         id
     }
 
-    pub(crate) fn name(&self, id: u32) -> &str {
+    fn name(&self, id: u32) -> &str {
         self.names
             .get(id as usize)
             .map(String::as_str)
             .unwrap_or("")
     }
 
-    pub(crate) fn number(&self, id: u32) -> Option<i64> {
+    fn number(&self, id: u32) -> Option<i64> {
         self.numbers.get(id as usize).copied().flatten()
     }
 }
@@ -65,7 +88,7 @@ impl Reqs {
     }
 
     /// Intersects `req` into these requirements.
-    pub(crate) fn add(&mut self, req: Req, values: &Interner) {
+    pub(crate) fn add(&mut self, req: Req, values: &impl Ids) {
         let number = |v: &u32| values.number(*v);
         match self.items.binary_search_by_key(&req.key, |r| r.key) {
             Ok(i) => {
@@ -77,7 +100,7 @@ impl Reqs {
         }
     }
 
-    pub(crate) fn add_all(&mut self, other: &Reqs, values: &Interner) {
+    pub(crate) fn add_all(&mut self, other: &Reqs, values: &impl Ids) {
         for req in &other.items {
             self.add(req.clone(), values);
         }
@@ -85,7 +108,7 @@ impl Reqs {
 }
 
 /// Interns a requirement.
-pub(crate) fn intern_req(req: &Requirement, keys: &mut Interner, values: &mut Interner) -> Req {
+pub(crate) fn intern_req(req: &Requirement, keys: &mut impl Ids, values: &mut impl Ids) -> Req {
     let set = req.values.clone();
     let ids: Vec<u32> = set.values().iter().map(|v| values.id(v)).collect();
     let interned = match set.operator() {
@@ -108,7 +131,7 @@ pub(crate) fn intern_req(req: &Requirement, keys: &mut Interner, values: &mut In
 }
 
 /// Interns a set of requirements.
-pub(crate) fn intern_reqs(reqs: &Requirements, keys: &mut Interner, values: &mut Interner) -> Reqs {
+pub(crate) fn intern_reqs(reqs: &Requirements, keys: &mut impl Ids, values: &mut impl Ids) -> Reqs {
     let mut out = Reqs::default();
     for r in reqs.iter() {
         let req = intern_req(r, keys, values);
@@ -118,14 +141,14 @@ pub(crate) fn intern_reqs(reqs: &Requirements, keys: &mut Interner, values: &mut
 }
 
 /// Turns interned requirements back into the public form.
-pub(crate) fn export_reqs(reqs: &Reqs, keys: &Interner, values: &Interner) -> Requirements {
+pub(crate) fn export_reqs(reqs: &Reqs, keys: &impl Ids, values: &impl Ids) -> Requirements {
     reqs.items
         .iter()
         .map(|r| export_req(r, keys, values))
         .collect()
 }
 
-pub(crate) fn export_req(r: &Req, keys: &Interner, values: &Interner) -> Requirement {
+pub(crate) fn export_req(r: &Req, keys: &impl Ids, values: &impl Ids) -> Requirement {
     let names: Vec<String> = r
         .set
         .values()
@@ -152,7 +175,7 @@ pub(crate) type Res = Vec<i64>;
 pub(crate) const DIM_PODS: usize = 3;
 
 /// Maps extended resource names to vector positions.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct ResourceNames {
     extended: HashMap<String, usize>,
     pub names: Vec<String>,
@@ -166,6 +189,14 @@ impl ResourceNames {
                 self.names.push(name.clone());
             }
         }
+    }
+
+    /// Whether every extended resource of `resources` has a position.
+    pub(crate) fn knows(&self, resources: &Resources) -> bool {
+        resources
+            .extended
+            .keys()
+            .all(|name| self.extended.contains_key(name))
     }
 
     pub(crate) fn dims(&self) -> usize {

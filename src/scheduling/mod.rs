@@ -33,7 +33,7 @@ pub use requirements::{
     Incompatibility, Operator, Requirement, RequirementError, Requirements, ValueSet,
 };
 pub use resources::{QuantityError, Resources, parse_quantity};
-pub use solver::Scheduler;
+pub use solver::{Model, Scheduler};
 pub use taints::{Taint, TaintEffect, Toleration};
 
 #[cfg(test)]

@@ -237,6 +237,12 @@ impl Pod {
     pub fn reference(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
     }
+
+    /// Whether a DaemonSet controls the pod (its pod is part of a node's
+    /// DaemonSet overhead, not a workload to place).
+    pub fn owned_by_daemon_set(&self) -> bool {
+        self.owner_kind.as_deref() == Some("DaemonSet")
+    }
 }
 
 /// One container's requests, for [`effective_requests`].

@@ -1,17 +1,18 @@
 //! Turns the solve's claims into [`NewNodeClaim`]s: ranked instance-type
 //! options, the chosen offering, requirements and labels.
 
-use crate::scheduling::index::{add_into, export_reqs};
+use crate::scheduling::index::{Ids, add_into, export_reqs};
 use crate::scheduling::input::{InstanceTypeOption, NewNodeClaim, PodError, SchedulingResult};
 use crate::scheduling::labels;
 use crate::scheduling::requirements::Requirement;
 
-use super::Solver;
+use super::State;
+use super::model::types::{Offer, OfferView};
 use super::new_claims::Claim;
-use super::offerings::{Offer, OfferCache, OfferView};
+use super::offerings::OfferCache;
 use super::overlay::Overlay;
 
-impl Solver<'_> {
+impl State<'_> {
     pub(super) fn finish(mut self) -> SchedulingResult {
         let claims = std::mem::take(&mut self.claims);
         let mut cache = OfferCache::new();
@@ -21,9 +22,8 @@ impl Solver<'_> {
                 Ok(nc) => out.push(nc),
                 Err(reason) => {
                     for pi in &claim.pods {
-                        let pod = &self.input.pods[self.pods[*pi as usize].input];
                         self.errors.push(PodError {
-                            pod: pod.reference(),
+                            pod: self.pods[*pi as usize].reference.clone(),
                             reason: reason.clone(),
                         });
                     }
@@ -42,9 +42,9 @@ impl Solver<'_> {
         claim: &Claim,
         cache: &mut OfferCache,
     ) -> Result<NewNodeClaim, String> {
-        let pool = &self.pools[claim.pool];
+        let pool = &self.m.pools[claim.pool];
         let ov = Overlay::new(&claim.reqs);
-        let view = OfferView::new(self, &ov);
+        let view = OfferView::new(self.m, &ov);
         let cache_key = claim.held.is_empty().then(|| {
             (
                 claim.pool,
@@ -94,19 +94,19 @@ impl Solver<'_> {
             cache.insert(key, cached);
         }
         ranked.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.total_cmp(&b.1)).then(a.2.cmp(&b.2)));
-        ranked.truncate(self.input.options.max_instance_types.max(1));
+        ranked.truncate(self.m.options.max_instance_types.max(1));
         let truncated: Vec<u32> = ranked.iter().map(|r| r.2).collect();
         self.check_min_values(pool, &ov, &truncated).map_err(|e| {
             format!(
                 "nodepool {:?}: after keeping the {} cheapest instance types, {e}",
-                pool.name,
+                pool.name(),
                 truncated.len()
             )
         })?;
         let Some(&(_, price, chosen, offer)) = ranked.first() else {
             return Err(format!(
                 "nodepool {:?}: no instance type option is left for the NodeClaim",
-                pool.name
+                pool.name()
             ));
         };
         let mut requirements = export_reqs(&claim.reqs, &self.keys, &self.values);
@@ -120,8 +120,8 @@ impl Solver<'_> {
                 labels.insert(r.key.clone(), value);
             }
         }
-        labels.extend(pool.labels.clone());
-        labels.insert(labels::NODE_POOL.to_string(), pool.name.clone());
+        labels.extend(pool.labels().clone());
+        labels.insert(labels::NODE_POOL.to_string(), pool.name().to_string());
         requirements = requirements
             .iter()
             .filter(|r| r.key != labels::HOSTNAME)
@@ -154,7 +154,7 @@ impl Solver<'_> {
             .reservation_value
             .map(|v| self.values.name(v).to_string());
         Ok(NewNodeClaim {
-            node_pool: pool.name.clone(),
+            node_pool: pool.name().to_string(),
             instance_type_options: ranked
                 .iter()
                 .map(|(score, price, t, _)| InstanceTypeOption {
@@ -171,12 +171,12 @@ impl Solver<'_> {
             pods: claim
                 .pods
                 .iter()
-                .map(|pi| self.input.pods[self.pods[*pi as usize].input].reference())
+                .map(|pi| self.pods[*pi as usize].reference.clone())
                 .collect(),
-            requests: self.res.resources(&requests),
+            requests: self.m.res.resources(&requests),
             requirements,
             labels,
-            taints: pool.taints.clone(),
+            taints: pool.taints().to_vec(),
         })
     }
 }

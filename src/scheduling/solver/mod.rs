@@ -5,32 +5,35 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use super::index::{DIM_PODS, Interner, Req, Reqs, Res, ResourceNames, export_reqs};
+use super::index::{Ids, Req, Reqs, Res, export_reqs};
 use super::input::{ExistingPlacement, PodError, SchedulerInput, SchedulingResult};
-use super::instance_type::CapacityType;
-use super::labels;
 use super::pod::{HostPort, Pod};
 use super::requirements::Operator;
 use topology::groups::Group;
 
-/// Entry point: `Scheduler::new(input).solve()`.
+pub use model::Model;
+
+/// Entry point for one solve: `Scheduler::new(input).solve()`, the same as
+/// [`Model::compile`] then [`Model::solve_pending`].
 ///
 /// A solve is deterministic for a given input and never fails as a whole:
 /// every pod ends up in a placement or in [`SchedulingResult::errors`] with a
 /// reason a user can act on.
 pub struct Scheduler {
-    input: SchedulerInput,
+    model: Model,
 }
 
 impl Scheduler {
-    /// Takes the plain-data input of one solve.
+    /// Compiles the plain-data input of one solve.
     pub fn new(input: SchedulerInput) -> Self {
-        Scheduler { input }
+        Scheduler {
+            model: Model::compile(input),
+        }
     }
 
-    /// Runs the solve.
+    /// Places the input's pending pods.
     pub fn solve(&self) -> SchedulingResult {
-        Solver::prepare(&self.input).run()
+        self.model.solve_pending()
     }
 }
 
@@ -70,11 +73,11 @@ fn positive(op: Operator) -> bool {
     !matches!(op, Operator::NotIn | Operator::DoesNotExist)
 }
 
-mod daemonsets;
 mod existing_nodes;
 mod finish;
+mod model;
+mod names;
 mod new_claims;
-mod node_pools;
 mod offerings;
 mod overlay;
 mod pods;
@@ -82,30 +85,36 @@ mod preferences;
 mod queue;
 mod topology;
 
-use daemonsets::DaemonSetIdx;
 use existing_nodes::NodeSlot;
+use names::Names;
 use new_claims::Claim;
-use node_pools::PoolIdx;
-use offerings::Reservation;
 use pods::PodP;
 use topology::record;
 
-struct Solver<'a> {
-    input: &'a SchedulerInput,
-    keys: Interner,
-    values: Interner,
-    res: ResourceNames,
-    k_zone: u32,
-    k_ct: u32,
-    k_host: u32,
-    k_reservation: u32,
-    v_reserved: u32,
-    well_known: HashSet<u32>,
+/// What is left of a NodePool's limits during a solve.
+#[derive(Clone)]
+struct PoolLeft {
+    /// `limits.nodes` less the pool's nodes and NodeClaims, if limited.
+    nodes: Option<i64>,
+    /// The other limits less what its nodes and claims hold.
+    res: Res,
+}
+
+/// One solve over a [`Model`]: the nodes it may use, the claims it opens,
+/// reservation holds, what is left of each pool's limits, the pods and
+/// their topology groups, and what it decided. Cloning it copies the solve
+/// so far; the model is shared.
+#[derive(Clone)]
+struct State<'m> {
+    m: &'m Model,
+    keys: Names<'m>,
+    values: Names<'m>,
+    /// Label keys the pods select on that new nodes may not be selected by.
     restricted: HashSet<u32>,
-    daemonsets: Vec<DaemonSetIdx>,
-    pools: Vec<PoolIdx>,
-    reservations: Vec<Reservation>,
-    nodes: Vec<NodeSlot>,
+    pool_left: Vec<PoolLeft>,
+    /// Claims holding each capacity reservation of the model.
+    held: Vec<u32>,
+    nodes: Vec<NodeSlot<'m>>,
     claims: Vec<Claim>,
     pods: Vec<PodP>,
     groups: Vec<Group>,
@@ -117,51 +126,40 @@ struct Solver<'a> {
     placements: Vec<ExistingPlacement>,
     errors: Vec<PodError>,
 }
-impl<'a> Solver<'a> {
-    fn prepare(input: &'a SchedulerInput) -> Self {
-        let mut keys = Interner::default();
-        let mut values = Interner::default();
-        let k_zone = keys.id(labels::ZONE);
-        let k_ct = keys.id(labels::CAPACITY_TYPE);
-        let k_host = keys.id(labels::HOSTNAME);
-        let k_reservation = keys.id(labels::CAPACITY_RESERVATION_ID);
-        let v_reserved = values.id(CapacityType::Reserved.label_value());
-        let well_known = labels::WELL_KNOWN_LABELS
-            .iter()
-            .map(|k| keys.id(k))
-            .collect();
 
-        let mut res = ResourceNames::default();
-        for pool in &input.node_pools {
-            for it in pool.instance_types.iter() {
-                res.register(&it.capacity);
+impl<'m> State<'m> {
+    /// A solve of `pods` on `nodes` (in the model's order).
+    fn prepare(m: &'m Model, nodes: &[&'m model::NodeBase], pods: &[&Pod]) -> Self {
+        let mut pool_left: Vec<PoolLeft> = m
+            .pools
+            .iter()
+            .map(|p| PoolLeft {
+                nodes: p.nodes_limit,
+                res: p.limits.clone(),
+            })
+            .collect();
+        let mut slots = Vec::with_capacity(nodes.len());
+        for node in nodes {
+            if let Some(left) = node.pool.and_then(|p| pool_left.get_mut(p)) {
+                if let Some(n) = left.nodes.as_mut() {
+                    *n -= 1;
+                }
+                for (r, c) in left.res.iter_mut().zip(&node.capacity) {
+                    if *r != i64::MAX {
+                        *r -= c;
+                    }
+                }
             }
+            slots.push(NodeSlot::new(node));
         }
-        for pod in input.pods.iter().chain(&input.daemonsets) {
-            res.register(&pod.requests);
-        }
-        for node in input.existing_nodes.iter().chain(&input.in_flight) {
-            res.register(&node.allocatable);
-            for pod in &node.pods {
-                res.register(&pod.requests);
-            }
-        }
-        let mut solver = Solver {
-            input,
-            keys,
-            values,
-            res,
-            k_zone,
-            k_ct,
-            k_host,
-            k_reservation,
-            v_reserved,
-            well_known,
+        let mut state = State {
+            m,
+            keys: Names::new(&m.keys),
+            values: Names::new(&m.values),
             restricted: HashSet::new(),
-            daemonsets: Vec::new(),
-            pools: Vec::new(),
-            reservations: Vec::new(),
-            nodes: Vec::new(),
+            pool_left,
+            held: vec![0; m.reservation_capacity.len()],
+            nodes: slots,
             claims: Vec::new(),
             pods: Vec::new(),
             groups: Vec::new(),
@@ -170,18 +168,19 @@ impl<'a> Solver<'a> {
             placements: Vec::new(),
             errors: Vec::new(),
         };
-        solver.prepare_daemonsets();
-        solver.prepare_pools();
-        solver.prepare_nodes();
-        solver.prepare_pods();
-        solver.prepare_topology();
-        solver
+        state.prepare_pods(pods);
+        state.prepare_topology(pods);
+        state
     }
 
-    fn pod_vector(&self, pod: &Pod) -> Res {
-        let mut v = self.res.vector(&pod.requests);
-        v[DIM_PODS] += 1;
-        v
+    /// Whether reservation `r` has room for one more claim.
+    fn reservation_room(&self, r: usize) -> bool {
+        let capacity = self.m.reservation_capacity.get(r).copied().unwrap_or(0);
+        self.held.get(r).is_some_and(|h| *h < capacity)
+    }
+
+    fn number(&self) -> impl Fn(&u32) -> Option<i64> + '_ {
+        |v| self.values.number(*v)
     }
 
     fn describe(&self, reqs: &Reqs) -> String {
@@ -219,16 +218,15 @@ impl<'a> Solver<'a> {
                     &mut self.groups,
                     &p.counted_by,
                     &p.inverse_owned,
-                    &slot.reqs,
-                    &slot.taints,
+                    &slot.base.reqs,
+                    &slot.base.taints,
                     &mut slot.host_counts,
                     &self.values,
                     None,
                 );
-                let pod = &self.input.pods[p.input];
                 self.placements.push(ExistingPlacement {
-                    pod: pod.reference(),
-                    node: slot.name.clone(),
+                    pod: p.reference.clone(),
+                    node: slot.base.source.name.clone(),
                 });
                 return Ok(());
             }
@@ -282,11 +280,11 @@ impl<'a> Solver<'a> {
             self.apply(pi, ci, commit);
             return Ok(());
         }
-        if self.pools.is_empty() {
+        if self.m.pools.is_empty() {
             return Err("no NodePool is available to create a node".to_string());
         }
         let mut reasons = Vec::new();
-        for pool in 0..self.pools.len() {
+        for pool in 0..self.m.pools.len() {
             let claim = match self.new_claim(pool, true) {
                 Ok(c) => c,
                 Err(reason) => {
@@ -299,7 +297,10 @@ impl<'a> Solver<'a> {
                             .unwrap_or(reason),
                         Err(_) => reason,
                     };
-                    reasons.push(format!("nodepool {:?}: {reason}", self.pools[pool].name));
+                    reasons.push(format!(
+                        "nodepool {:?}: {reason}",
+                        self.m.pools[pool].name()
+                    ));
                     continue;
                 }
             };
@@ -311,18 +312,19 @@ impl<'a> Solver<'a> {
                         list.insert(ci as u32);
                     }
                     for r in &commit.held {
-                        if let Some(res) = self.reservations.get_mut(*r) {
-                            res.held += 1;
+                        if let Some(held) = self.held.get_mut(*r) {
+                            *held += 1;
                         }
                     }
                     self.apply(pi, ci, commit);
-                    let pool_idx = &mut self.pools[pool];
-                    if let Some(n) = pool_idx.nodes_remaining.as_mut() {
+                    let pool_idx = &self.m.pools[pool];
+                    let left = &mut self.pool_left[pool];
+                    if let Some(n) = left.nodes.as_mut() {
                         *n -= 1;
                     }
                     if pool_idx.limited {
                         let claim = &self.claims[ci];
-                        for (d, r) in pool_idx.remaining.iter_mut().enumerate() {
+                        for (d, r) in left.res.iter_mut().enumerate() {
                             if *r == i64::MAX {
                                 continue;
                             }
@@ -337,9 +339,10 @@ impl<'a> Solver<'a> {
                     }
                     return Ok(());
                 }
-                Err(reason) => {
-                    reasons.push(format!("nodepool {:?}: {reason}", self.pools[pool].name))
-                }
+                Err(reason) => reasons.push(format!(
+                    "nodepool {:?}: {reason}",
+                    self.m.pools[pool].name()
+                )),
             }
         }
         Err(reasons.join("; "))

@@ -3,16 +3,19 @@
 
 use std::collections::HashSet;
 
-use crate::scheduling::index::{Reqs, Res, add_into, fits_sum, shortfall};
+use crate::scheduling::index::{Ids, Reqs, Res, add_into, fits_sum, shortfall};
 use crate::scheduling::input::MinValuesPolicy;
 use crate::scheduling::pod::HostPort;
 use crate::scheduling::taints::first_untolerated;
 
-use super::node_pools::{NODES_LIMIT, PoolIdx};
+use super::model::PoolIdx;
+use super::model::pools::max_alloc as max_alloc_of;
+use super::model::types::type_compatible;
 use super::overlay::Overlay;
 use super::topology::record;
-use super::{Commit, Current, Solver, positive};
+use super::{Commit, Current, State, positive};
 
+#[derive(Clone)]
 pub(super) struct Claim {
     pub(super) pool: usize,
     pub(super) reqs: Reqs,
@@ -28,26 +31,20 @@ pub(super) struct Claim {
     pub(super) held: Vec<usize>,
 }
 
-impl Solver<'_> {
+impl State<'_> {
     /// An empty NodeClaim of the pool; with `respect_limits`, only instance
     /// types that fit in what is left of the pool's limits.
     pub(super) fn new_claim(&self, pool_i: usize, respect_limits: bool) -> Result<Claim, String> {
-        let pool = &self.pools[pool_i];
-        if let Some(blocked) = &pool.blocked {
+        let pool = &self.m.pools[pool_i];
+        let left = &self.pool_left[pool_i];
+        if let Some(blocked) = &pool.spec.blocked {
             return Err(format!("launches are blocked: {blocked}"));
         }
         if respect_limits
-            && let Some(remaining) = pool.nodes_remaining
+            && let Some(remaining) = left.nodes
             && remaining <= 0
         {
-            let limit = self
-                .input
-                .node_pools
-                .iter()
-                .find(|s| s.name == pool.name)
-                .and_then(|s| s.limits.get(NODES_LIMIT))
-                .copied()
-                .unwrap_or(0);
+            let limit = pool.nodes_limit.unwrap_or(0);
             return Err(format!("the NodePool's nodes limit ({limit}) is reached"));
         }
         let limited = pool.limited && respect_limits;
@@ -59,7 +56,7 @@ impl Solver<'_> {
                     pool.types[*t as usize]
                         .capacity
                         .iter()
-                        .zip(&pool.remaining)
+                        .zip(&left.res)
                         .all(|(c, r)| c <= r)
                 })
                 .collect()
@@ -73,9 +70,9 @@ impl Solver<'_> {
             ));
         }
         if options.is_empty() {
-            let dims: Vec<&str> = (0..pool.remaining.len())
-                .filter(|d| pool.remaining[*d] != i64::MAX)
-                .map(|d| self.res.name(d))
+            let dims: Vec<&str> = (0..left.res.len())
+                .filter(|d| left.res[*d] != i64::MAX)
+                .map(|d| self.m.res.name(d))
                 .collect();
             return Err(format!(
                 "all instance types exceed the NodePool's limits ({})",
@@ -83,7 +80,7 @@ impl Solver<'_> {
             ));
         }
         let max_alloc = if limited {
-            self.max_alloc(pool, &options)
+            max_alloc_of(pool, &options, self.m.res.dims())
         } else {
             pool.base_max_alloc.clone()
         };
@@ -91,7 +88,7 @@ impl Solver<'_> {
             pool: pool_i,
             reqs: pool.reqs.clone(),
             options,
-            requests: vec![0; self.res.dims()],
+            requests: vec![0; self.m.res.dims()],
             max_alloc,
             pods: Vec::new(),
             host_ports: Vec::new(),
@@ -109,14 +106,14 @@ impl Solver<'_> {
         is_new: bool,
     ) -> Result<Commit, String> {
         let p = &self.pods[pi];
-        let pool = &self.pools[claim.pool];
+        let pool = &self.m.pools[claim.pool];
         if !fits_sum(&claim.requests, &p.requests, &claim.max_alloc) {
             let d = shortfall(&claim.requests, &p.requests, &claim.max_alloc).unwrap_or(0);
             return Err(why!(
                 explain,
                 "no instance type has enough {} for requests {} plus the daemonsets that would run on it",
-                self.res.name(d),
-                self.res.resources(&p.requests)
+                self.m.res.name(d),
+                self.m.res.resources(&p.requests)
             ));
         }
         let (all_ok, hard_ok) = p
@@ -125,8 +122,7 @@ impl Solver<'_> {
             .copied()
             .unwrap_or((false, false));
         if !(if cur.tolerate_prefer { hard_ok } else { all_ok }) {
-            let tolerations = &self.input.pods[p.input].tolerations;
-            let taint = first_untolerated(&pool.taints, tolerations, !cur.tolerate_prefer);
+            let taint = first_untolerated(pool.taints(), &p.tolerations, !cur.tolerate_prefer);
             return Err(why!(
                 explain,
                 "did not tolerate taint {}",
@@ -146,7 +142,7 @@ impl Solver<'_> {
             }
             if ov.get(r.key).is_none()
                 && positive(r.set.operator())
-                && !self.well_known.contains(&r.key)
+                && !self.m.well_known.contains(&r.key)
             {
                 return Err(why!(
                     explain,
@@ -167,7 +163,8 @@ impl Solver<'_> {
             }
         }
         self.topology_narrow(explain, pi, cur, &mut ov)?;
-        let offering_keys = [self.k_zone, self.k_ct, self.k_reservation];
+        let offering_keys = [self.m.k_zone, self.m.k_ct, self.m.k_reservation];
+        let number = self.number();
         let offers_changed = ov.changes.iter().any(|r| offering_keys.contains(&r.key));
         let mut total = claim.requests.clone();
         add_into(&mut total, &p.requests);
@@ -181,7 +178,7 @@ impl Solver<'_> {
         let mut max_alloc = vec![0; total.len()];
         for &t in &claim.options {
             let ty = &pool.types[t as usize];
-            if !self.type_compatible(ty, ov.changes.iter()) {
+            if !type_compatible(ty, ov.changes.iter(), &number) {
                 continue;
             }
             n_reqs += 1;
@@ -234,8 +231,8 @@ impl Solver<'_> {
             } else {
                 format!(
                     "no instance type satisfied resources {} (pod {}) plus the daemonsets that would run on it, and requirements {}",
-                    self.res.resources(&total),
-                    self.res.resources(&p.requests),
+                    self.m.res.resources(&total),
+                    self.m.res.resources(&p.requests),
                     self.describe(&all)
                 )
             });
@@ -258,7 +255,7 @@ impl Solver<'_> {
         commit.max_alloc = if commit.options.len() == options_before_pin {
             max_alloc
         } else {
-            self.max_alloc(pool, &commit.options)
+            max_alloc_of(pool, &commit.options, self.m.res.dims())
         };
         Ok(commit)
     }
@@ -269,10 +266,10 @@ impl Solver<'_> {
         reqs: &Overlay,
         options: &[u32],
     ) -> Result<(), String> {
-        if self.input.options.min_values_policy == MinValuesPolicy::BestEffort {
+        if self.m.options.min_values_policy == MinValuesPolicy::BestEffort {
             return Ok(());
         }
-        let number = |v: &u32| self.values.number(*v);
+        let number = self.number();
         for r in reqs.all() {
             let Some(min) = r.min_values else { continue };
             let mut seen: HashSet<u32> = HashSet::new();
@@ -315,7 +312,7 @@ impl Solver<'_> {
         add_into(&mut claim.requests, &p.requests);
         claim.pods.push(pi as u32);
         claim.host_ports.extend(p.host_ports.iter().cloned());
-        let taints = &self.pools[claim.pool].taints;
+        let taints = self.m.pools[claim.pool].taints();
         record(
             &mut self.groups,
             &p.counted_by,
@@ -324,7 +321,7 @@ impl Solver<'_> {
             taints,
             &mut claim.host_counts,
             &self.values,
-            Some(&self.well_known),
+            Some(&self.m.well_known),
         );
         for g in &self.pods[pi].counted_by {
             if let Some(list) = self.anti_free.get_mut(g) {

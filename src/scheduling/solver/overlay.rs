@@ -1,7 +1,7 @@
 //! Requirements of a node or claim with the changes one placement would
 //! make, so a candidate is tried without copying its requirements.
 
-use crate::scheduling::index::{Interner, Req, Reqs, Set};
+use crate::scheduling::index::{Ids, Req, Reqs, Set};
 
 /// Requirements of a node or claim with the changes one placement would make.
 pub(super) struct Overlay<'a> {
@@ -30,7 +30,7 @@ impl<'a> Overlay<'a> {
         key: u32,
         set: &Set,
         min_values: Option<u32>,
-        values: &Interner,
+        values: &impl Ids,
     ) -> bool {
         let number = |v: &u32| values.number(*v);
         let next = match self.get(key) {

@@ -1,19 +1,21 @@
 //! Pending pods compiled for one solve: interned node requirements,
-//! requests and per-pool toleration results.
+//! requests, tolerations and per-pool toleration results.
 
 use std::collections::{BTreeMap, HashSet};
 
-use crate::scheduling::index::{Reqs, Res, intern_reqs};
-use crate::scheduling::input::SchedulerInput;
+use crate::scheduling::index::{Ids, Reqs, Res, intern_reqs};
 use crate::scheduling::labels;
 use crate::scheduling::pod::{HostPort, LabelSelector, Pod, SelectorExpression};
 use crate::scheduling::requirements::{Operator, Requirements};
-use crate::scheduling::taints::first_untolerated;
+use crate::scheduling::taints::{Toleration, first_untolerated};
 
-use super::Solver;
+use super::State;
 
+#[derive(Clone)]
 pub(super) struct PodP {
-    pub(super) input: usize,
+    /// `namespace/name`.
+    pub(super) reference: String,
+    pub(super) tolerations: Vec<Toleration>,
     pub(super) namespace: String,
     pub(super) labels: BTreeMap<String, String>,
     pub(super) requests: Res,
@@ -54,9 +56,9 @@ pub(super) fn merged_selector(
     Some(selector)
 }
 
-pub(super) fn collect_pod_keys(input: &SchedulerInput) -> HashSet<String> {
+pub(super) fn collect_pod_keys(pods: &[&Pod]) -> HashSet<String> {
     let mut keys = HashSet::new();
-    for pod in &input.pods {
+    for pod in pods {
         keys.extend(
             pod.node_selector
                 .keys()
@@ -73,16 +75,15 @@ pub(super) fn collect_pod_keys(input: &SchedulerInput) -> HashSet<String> {
     keys
 }
 
-impl Solver<'_> {
-    pub(super) fn prepare_pods(&mut self) {
-        let input = self.input;
-        for key in collect_pod_keys(input) {
+impl State<'_> {
+    pub(super) fn prepare_pods(&mut self, pods: &[&Pod]) {
+        for key in collect_pod_keys(pods) {
             let id = self.keys.id(&key);
             if labels::is_restricted(&key) {
                 self.restricted.insert(id);
             }
         }
-        for (i, pod) in input.pods.iter().enumerate() {
+        for pod in pods {
             let base = intern_reqs(
                 &Requirements::from_labels(pod.node_selector.iter()),
                 &mut self.keys,
@@ -100,20 +101,22 @@ impl Solver<'_> {
                 .map(|t| intern_reqs(&t.term, &mut self.keys, &mut self.values))
                 .collect();
             let pool_taints = self
+                .m
                 .pools
                 .iter()
                 .map(|p| {
                     (
-                        first_untolerated(&p.taints, &pod.tolerations, true).is_none(),
-                        first_untolerated(&p.taints, &pod.tolerations, false).is_none(),
+                        first_untolerated(p.taints(), &pod.tolerations, true).is_none(),
+                        first_untolerated(p.taints(), &pod.tolerations, false).is_none(),
                     )
                 })
                 .collect();
             self.pods.push(PodP {
-                input: i,
+                reference: pod.reference(),
+                tolerations: pod.tolerations.clone(),
                 namespace: pod.namespace.clone(),
                 labels: pod.labels.clone(),
-                requests: self.pod_vector(pod),
+                requests: self.m.pod_vector(pod),
                 base,
                 required_terms,
                 required_fields: pod.required_node_fields.clone(),

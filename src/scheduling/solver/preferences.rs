@@ -1,7 +1,7 @@
 //! Which preferences a pod still holds and the order they are dropped in
 //! when nothing fits (Karpenter's `preferences.go`).
 
-use super::{Current, Solver};
+use super::{Current, State};
 
 #[derive(Default)]
 pub(super) struct PodState {
@@ -13,9 +13,9 @@ pub(super) struct PodState {
     pub(super) tolerate_prefer: bool,
 }
 
-impl Solver<'_> {
+impl State<'_> {
     pub(super) fn initial_state(&self, pi: usize) -> PodState {
-        if !self.input.options.ignore_preferences {
+        if !self.m.options.ignore_preferences {
             return PodState::default();
         }
         let p = &self.pods[pi];

@@ -5,9 +5,9 @@ use std::collections::VecDeque;
 
 use crate::scheduling::input::{PodError, SchedulingResult};
 
-use super::Solver;
+use super::State;
 
-impl Solver<'_> {
+impl State<'_> {
     /// Karpenter's queue (`queue.go`, `Solve`): pods in CPU, then memory,
     /// descending order; a pod that cannot be placed even with every
     /// preference relaxed goes back to the end of the queue with its
@@ -16,7 +16,6 @@ impl Solver<'_> {
     /// first (pod affinity, a spread that must alternate) thus gets another
     /// chance later in the same solve.
     pub(super) fn run(mut self) -> SchedulingResult {
-        let input = self.input;
         let mut order: Vec<usize> = (0..self.pods.len()).collect();
         order.sort_by(|a, b| {
             let (ra, rb) = (&self.pods[*a].requests, &self.pods[*b].requests);
@@ -44,7 +43,7 @@ impl Solver<'_> {
         for pi in order {
             if let Some(reason) = failures[pi].take() {
                 self.errors.push(PodError {
-                    pod: input.pods[self.pods[pi].input].reference(),
+                    pod: self.pods[pi].reference.clone(),
                     reason,
                 });
             }

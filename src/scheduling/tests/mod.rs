@@ -17,6 +17,7 @@ mod spread_domains;
 mod taints_suite;
 mod topology;
 mod topology_suite;
+mod what_if;
 
 const GIB: i64 = 1 << 30;
 

@@ -1,9 +1,10 @@
 //! DaemonSet overhead of new nodes, per instance type (Karpenter's daemon
 //! overhead groups): which DaemonSets would run on a node of a NodePool and
 //! instance type, what they request and which host ports they bind. The
-//! instance types of a pool are grouped by the DaemonSets they admit once
-//! per solve, so the per-pod loop only reads a type's allocatable after its
-//! DaemonSets.
+//! instance types of a pool are grouped by the DaemonSets they admit when
+//! the model is compiled, so the per-pod loop only reads a type's
+//! allocatable after its DaemonSets.
+
 
 use std::collections::HashMap;
 
@@ -15,11 +16,13 @@ use crate::scheduling::pod::{HostPort, Pod};
 use crate::scheduling::requirements::{Requirement, Requirements};
 use crate::scheduling::taints::{Taint, first_untolerated};
 
-use super::Solver;
-use super::offerings::TypeIdx;
+use super::Model;
+use super::types::{TypeIdx, type_compatible};
 
-/// A DaemonSet pod template compiled for the solve.
-pub(super) struct DaemonSetIdx {
+/// A DaemonSet pod template compiled into the model.
+pub(in crate::scheduling::solver) struct DaemonSetIdx {
+    /// The template (its tolerations; a recompile).
+    pub(in crate::scheduling::solver) pod: Pod,
     /// The node selector joined with each required node affinity term (the
     /// selector alone without terms): the DaemonSet runs where any holds.
     terms: Vec<Requirements>,
@@ -30,11 +33,11 @@ pub(super) struct DaemonSetIdx {
 }
 
 /// The DaemonSets that run on some instance types of a pool.
-pub(super) struct DaemonGroup {
+pub(in crate::scheduling::solver) struct DaemonGroup {
     /// Their summed requests (the pod slot included).
-    pub(super) overhead: Res,
+    pub(in crate::scheduling::solver) overhead: Res,
     /// The host ports they bind.
-    pub(super) host_ports: Vec<HostPort>,
+    pub(in crate::scheduling::solver) host_ports: Vec<HostPort>,
 }
 
 /// The requirements a DaemonSet may select on: the pool's template (labels
@@ -61,23 +64,30 @@ fn terms_of(ds: &Pod) -> Vec<Requirements> {
         .collect()
 }
 
-impl Solver<'_> {
-    pub(super) fn prepare_daemonsets(&mut self) {
-        let input = self.input;
-        for ds in &input.daemonsets {
-            let terms = terms_of(ds);
+impl Model {
+    pub(super) fn compile_daemonsets(&mut self, daemonsets: Vec<Pod>) {
+        for ds in daemonsets {
+            let terms = terms_of(&ds);
             let interned = terms
                 .iter()
                 .map(|t| intern_reqs(t, &mut self.keys, &mut self.values))
                 .collect();
-            let requests = self.pod_vector(ds);
+            let requests = self.pod_vector(&ds);
             self.daemonsets.push(DaemonSetIdx {
                 terms,
                 interned,
                 requests,
                 host_ports: ds.host_ports.clone(),
+                pod: ds,
             });
         }
+    }
+
+    /// A pod's requests as a vector, with its pod slot.
+    pub(in crate::scheduling::solver) fn pod_vector(&self, pod: &Pod) -> Res {
+        let mut v = self.res.vector(&pod.requests);
+        v[crate::scheduling::index::DIM_PODS] += 1;
+        v
     }
 
     /// Groups the pool's instance types by the DaemonSets that would run on
@@ -96,12 +106,9 @@ impl Solver<'_> {
         let candidates: Vec<(usize, Vec<usize>)> = self
             .daemonsets
             .iter()
-            .zip(&self.input.daemonsets)
             .enumerate()
-            .filter(|(_, (_, ds))| {
-                first_untolerated(&spec.taints, &ds.tolerations, false).is_none()
-            })
-            .filter_map(|(i, (d, _))| {
+            .filter(|(_, d)| first_untolerated(&spec.taints, &d.pod.tolerations, false).is_none())
+            .filter_map(|(i, d)| {
                 let terms: Vec<usize> = (0..d.terms.len())
                     .filter(|t| {
                         pool_reqs
@@ -112,6 +119,7 @@ impl Solver<'_> {
                 (!terms.is_empty()).then_some((i, terms))
             })
             .collect();
+        let number = self.number();
         let mut groups: Vec<DaemonGroup> = Vec::new();
         let mut index: HashMap<Vec<usize>, u32> = HashMap::new();
         let mut of_type = Vec::with_capacity(types.len());
@@ -120,7 +128,8 @@ impl Solver<'_> {
                 .iter()
                 .filter(|(i, terms)| {
                     terms.iter().any(|t| {
-                        self.type_compatible(ty, self.daemonsets[*i].interned[*t].items.iter())
+                        let term = self.daemonsets[*i].interned[*t].items.iter();
+                        type_compatible(ty, term, &number)
                     })
                 })
                 .map(|(i, _)| *i)
@@ -148,8 +157,8 @@ impl Solver<'_> {
     /// these labels and taints (Karpenter's `getCompatibleDaemonPods`).
     pub(super) fn node_daemon_overhead(&self, node_labels: &Requirements, taints: &[Taint]) -> Res {
         let mut total = vec![0; self.res.dims()];
-        for (d, ds) in self.daemonsets.iter().zip(&self.input.daemonsets) {
-            if first_untolerated(taints, &ds.tolerations, false).is_some() {
+        for d in &self.daemonsets {
+            if first_untolerated(taints, &d.pod.tolerations, false).is_some() {
                 continue;
             }
             if d.terms

@@ -1,56 +1,70 @@
-//! NodePools compiled for one solve: interned requirements, the instance
-//! types each may launch, daemonset overhead and what is left of its limits.
+//! NodePools compiled into the model: interned requirements, the instance
+//! types each may launch, DaemonSet overhead and its limits.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
-use crate::scheduling::index::{Req, Reqs, Res, intern_reqs};
+use crate::scheduling::index::{Ids, Reqs, Res, intern_reqs};
+use crate::scheduling::input::NodePoolSpec;
 use crate::scheduling::labels;
 use crate::scheduling::requirements::{Requirement, Requirements};
+use crate::scheduling::resources::Resources;
 use crate::scheduling::taints::Taint;
 
-use super::Solver;
 use super::daemonsets::DaemonGroup;
-use super::offerings::{Offer, Reservation, TypeIdx};
-use super::overlay::Overlay;
+use super::types::{Offer, OfferView, TypeIdx, type_compatible};
+use super::{Model, ReservationIds};
+use crate::scheduling::solver::overlay::Overlay;
 
 /// The NodePool limit on its number of nodes (Karpenter's `resources.Node`).
-pub(super) const NODES_LIMIT: &str = "nodes";
+pub(in crate::scheduling::solver) const NODES_LIMIT: &str = "nodes";
 
-pub(super) struct PoolIdx {
-    pub(super) name: String,
-    /// Why the pool may not launch (see `NodePoolSpec::blocked`).
-    pub(super) blocked: Option<String>,
-    pub(super) reqs: Reqs,
-    pub(super) labels: BTreeMap<String, String>,
-    pub(super) taints: Vec<Taint>,
-    pub(super) types: Vec<TypeIdx>,
-    pub(super) base_options: Vec<u32>,
+pub(in crate::scheduling::solver) struct PoolIdx {
+    /// The NodePool as given (for its name, labels, taints, startup taints,
+    /// limits and a recompile).
+    pub(in crate::scheduling::solver) spec: NodePoolSpec,
+    pub(in crate::scheduling::solver) reqs: Reqs,
+    pub(in crate::scheduling::solver) types: Vec<TypeIdx>,
+    pub(in crate::scheduling::solver) base_options: Vec<u32>,
     /// DaemonSets per group of instance types (see [`TypeIdx::daemon_group`]).
-    pub(super) daemon_groups: Vec<DaemonGroup>,
-    /// `limits.nodes` less the pool's nodes and NodeClaims, if limited.
-    pub(super) nodes_remaining: Option<i64>,
-    pub(super) remaining: Res,
-    pub(super) limited: bool,
-    pub(super) scores: Option<Vec<i32>>,
+    pub(in crate::scheduling::solver) daemon_groups: Vec<DaemonGroup>,
+    /// `limits.nodes`, if set.
+    pub(in crate::scheduling::solver) nodes_limit: Option<i64>,
+    /// The other limits per dimension (`i64::MAX`: none).
+    pub(in crate::scheduling::solver) limits: Res,
+    pub(in crate::scheduling::solver) limited: bool,
+    pub(in crate::scheduling::solver) scores: Option<Vec<i32>>,
     /// Per-dimension maximum allocatable over `base_options`.
-    pub(super) base_max_alloc: Res,
+    pub(in crate::scheduling::solver) base_max_alloc: Res,
     /// Whether any instance type has a reserved offering.
-    pub(super) has_reserved: bool,
+    pub(in crate::scheduling::solver) has_reserved: bool,
 }
 
-impl Solver<'_> {
-    pub(super) fn prepare_pools(&mut self) {
-        let input = self.input;
-        let mut order: Vec<usize> = (0..input.node_pools.len()).collect();
+impl PoolIdx {
+    pub(in crate::scheduling::solver) fn name(&self) -> &str {
+        &self.spec.name
+    }
+
+    pub(in crate::scheduling::solver) fn taints(&self) -> &[Taint] {
+        &self.spec.taints
+    }
+
+    pub(in crate::scheduling::solver) fn labels(&self) -> &BTreeMap<String, String> {
+        &self.spec.labels
+    }
+}
+
+impl Model {
+    pub(super) fn compile_pools(&mut self, node_pools: &[NodePoolSpec]) {
+        let mut order: Vec<usize> = (0..node_pools.len()).collect();
         order.sort_by(|a, b| {
-            let (pa, pb) = (&input.node_pools[*a], &input.node_pools[*b]);
+            let (pa, pb) = (&node_pools[*a], &node_pools[*b]);
             pb.weight
                 .cmp(&pa.weight)
                 .then_with(|| pa.name.cmp(&pb.name))
         });
-        let mut reservation_ids: HashMap<String, usize> = HashMap::new();
+        let mut reservation_ids = ReservationIds::new();
         for i in order {
-            let spec = &input.node_pools[i];
+            let spec = &node_pools[i];
             let mut public = spec.requirements.clone();
             public.add_all(&Requirements::from_labels(spec.labels.iter()));
             public.add(Requirement::single(labels::NODE_POOL, &spec.name));
@@ -60,13 +74,11 @@ impl Solver<'_> {
                 let mut offers = Vec::new();
                 for o in &it.offerings {
                     let reservation = o.reservation_id.as_ref().map(|id| {
-                        let next = self.reservations.len();
+                        let next = self.reservation_capacity.len();
                         let idx = *reservation_ids.entry(id.clone()).or_insert(next);
                         if idx == next {
-                            self.reservations.push(Reservation {
-                                capacity: o.reservation_capacity.unwrap_or(0),
-                                held: 0,
-                            });
+                            self.reservation_capacity
+                                .push(o.reservation_capacity.unwrap_or(0));
                         }
                         idx
                     });
@@ -90,16 +102,16 @@ impl Solver<'_> {
                 });
             }
             let dims = self.res.dims();
-            let mut remaining = vec![i64::MAX; dims];
+            let mut limits = vec![i64::MAX; dims];
             let mut limited = false;
             for (name, amount) in &spec.limits {
                 if name == NODES_LIMIT {
                     continue;
                 }
-                let mut probe = crate::scheduling::resources::Resources::zero();
+                let mut probe = Resources::zero();
                 probe.set(name, 1);
                 if let Some(d) = self.res.vector(&probe).iter().position(|v| *v == 1) {
-                    remaining[d] = *amount;
+                    limits[d] = *amount;
                     limited = true;
                 }
             }
@@ -122,67 +134,62 @@ impl Solver<'_> {
                 .iter()
                 .any(|t| t.offers.iter().any(|o| o.reservation.is_some()));
             let mut pool = PoolIdx {
-                name: spec.name.clone(),
-                blocked: spec.blocked.clone(),
+                spec: spec.clone(),
                 reqs,
-                labels: spec.labels.clone(),
-                taints: spec.taints.clone(),
                 types,
                 base_options: Vec::new(),
                 daemon_groups,
-                nodes_remaining: spec.limits.get(NODES_LIMIT).copied(),
-                remaining,
+                nodes_limit: spec.limits.get(NODES_LIMIT).copied(),
+                limits,
                 limited,
                 scores,
                 base_max_alloc: Vec::new(),
                 has_reserved,
             };
             pool.base_options = self.base_options(&pool);
-            pool.base_max_alloc = self.max_alloc(&pool, &pool.base_options);
+            pool.base_max_alloc = max_alloc(&pool, &pool.base_options, dims);
             self.pools.push(pool);
         }
     }
 
     /// Instance types compatible with the pool's own requirements and with an
-    /// available offering, cheapest first.
-    pub(super) fn base_options(&self, pool: &PoolIdx) -> Vec<u32> {
+    /// available offering, cheapest first. A reserved offering counts while
+    /// its reservation has any capacity.
+    fn base_options(&self, pool: &PoolIdx) -> Vec<u32> {
         let overlay = Overlay::new(&pool.reqs);
+        let number = self.number();
+        let view = OfferView::new(self, &overlay);
+        let room = |r: usize| self.reservation_capacity.get(r).is_some_and(|c| *c > 0);
         let mut options: Vec<(f64, u32)> = Vec::new();
         for (i, ty) in pool.types.iter().enumerate() {
-            if !self.type_compatible(ty, pool.reqs.items.iter()) {
+            if !type_compatible(ty, pool.reqs.items.iter(), &number) {
                 continue;
             }
-            if let Some(price) = self.cheapest_offer(ty, &overlay, None).map(|o| o.price) {
+            let cheapest = ty
+                .offers
+                .iter()
+                .filter(|o| view.usable(o, None, &room, &number))
+                .min_by(|a, b| a.price.total_cmp(&b.price));
+            if let Some(price) = cheapest.map(|o| o.price) {
                 options.push((price, i as u32));
             }
         }
         options.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         options.into_iter().map(|(_, i)| i).collect()
     }
+}
 
-    pub(super) fn type_compatible<'r>(
-        &self,
-        ty: &TypeIdx,
-        reqs: impl Iterator<Item = &'r Req>,
-    ) -> bool {
-        let number = |v: &u32| self.values.number(*v);
-        for r in reqs {
-            if let Some(theirs) = ty.reqs.get(r.key)
-                && !theirs.set.intersects(&r.set, &number)
-            {
-                return false;
-            }
+/// Per-dimension maximum allocatable over `options`.
+pub(in crate::scheduling::solver) fn max_alloc(
+    pool: &PoolIdx,
+    options: &[u32],
+    dims: usize,
+) -> Res {
+    let mut max = vec![0; dims];
+    for t in options {
+        for (m, a) in max.iter_mut().zip(&pool.types[*t as usize].alloc) {
+            *m = (*m).max(*a);
         }
-        true
     }
-
-    pub(super) fn max_alloc(&self, pool: &PoolIdx, options: &[u32]) -> Res {
-        let mut max = vec![0; self.res.dims()];
-        for t in options {
-            for (m, a) in max.iter_mut().zip(&pool.types[*t as usize].alloc) {
-                *m = (*m).max(*a);
-            }
-        }
-        max
-    }
+    max
 }

@@ -1,15 +1,15 @@
 //! Whether a candidate node or claim satisfies a pod's topology spread, pod
 //! affinity and anti-affinity, narrowing its domain when it is a new claim.
 
-use crate::scheduling::index::Set;
+use crate::scheduling::index::{Ids, Set};
 use crate::scheduling::labels;
 use crate::scheduling::requirements::ValueSet;
 
 use super::super::overlay::Overlay;
-use super::super::{Current, Solver};
+use super::super::{Current, State};
 use super::groups::{GroupKind, host_count};
 
-impl Solver<'_> {
+impl State<'_> {
     /// Hostname-keyed topology: counts live on the node or claim itself.
     pub(in crate::scheduling::solver) fn check_hostname_groups(
         &self,

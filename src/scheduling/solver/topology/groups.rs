@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use crate::scheduling::index::{Interner, Reqs};
+use crate::scheduling::index::{Ids, Reqs};
 use crate::scheduling::pod::{LabelSelector, NamespaceScope};
 use crate::scheduling::requirements::Operator;
 use crate::scheduling::taints::{Taint, Toleration, first_untolerated};
@@ -100,7 +100,7 @@ impl NodeFilter {
     pub(crate) fn admits_reqs(
         &self,
         reqs: &Reqs,
-        values: &Interner,
+        values: &impl Ids,
         undefined_ok: impl Fn(u32) -> bool,
     ) -> bool {
         let Some(terms) = &self.terms else {
@@ -130,7 +130,7 @@ pub(crate) struct GroupKey {
 }
 
 /// A topology group with its counts.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct Group {
     pub id: GroupKey,
     /// True when the key is `kubernetes.io/hostname`: counts live on each node/claim.

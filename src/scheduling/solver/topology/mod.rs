@@ -7,14 +7,13 @@ pub(super) mod groups;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use crate::scheduling::index::{Interner, Reqs};
-use crate::scheduling::input::ExistingNode;
+use crate::scheduling::index::{Ids, Reqs};
 use crate::scheduling::labels;
-use crate::scheduling::pod::{NodeInclusionPolicy, WhenUnsatisfiable};
+use crate::scheduling::pod::{NodeInclusionPolicy, Pod, WhenUnsatisfiable};
 use crate::scheduling::taints::Taint;
 
-use super::Solver;
-use super::existing_nodes::ordered_nodes;
+use super::State;
+use super::model::running::pod_at;
 use super::pods::merged_selector;
 use groups::{Group, GroupKey, GroupKind, NodeFilter, NsMatch, bump_host_count};
 
@@ -30,7 +29,7 @@ pub(in crate::scheduling::solver) fn record(
     reqs: &Reqs,
     taints: &[Taint],
     host_counts: &mut Vec<(u32, i32)>,
-    values: &Interner,
+    values: &impl Ids,
     open_keys: Option<&HashSet<u32>>,
 ) {
     for (&g, all_values) in counted_by
@@ -69,7 +68,7 @@ pub(in crate::scheduling::solver) fn record(
     }
 }
 
-impl Solver<'_> {
+impl State<'_> {
     pub(in crate::scheduling::solver) fn group_id(
         &mut self,
         index: &mut HashMap<GroupKey, u32>,
@@ -79,18 +78,16 @@ impl Solver<'_> {
             return *id;
         }
         let id = self.groups.len() as u32;
-        let hostname = key.key == self.k_host;
+        let hostname = key.key == self.m.k_host;
         index.insert(key.clone(), id);
         self.groups.push(Group::new(key, hostname));
         id
     }
 
-    pub(in crate::scheduling::solver) fn prepare_topology(&mut self) {
-        let input = self.input;
-        let ns_labels = &input.namespace_labels;
+    pub(in crate::scheduling::solver) fn prepare_topology(&mut self, pods: &[&Pod]) {
+        let ns_labels = &self.m.namespace_labels;
         let mut index: HashMap<GroupKey, u32> = HashMap::new();
-        for pi in 0..self.pods.len() {
-            let pod = &input.pods[self.pods[pi].input];
+        for (pi, pod) in pods.iter().enumerate() {
             let term_key =
                 |solver: &mut Self,
                  kind: GroupKind,
@@ -181,24 +178,32 @@ impl Solver<'_> {
             p.inverse_owned = inverse_owned;
         }
         // Required anti-affinity of pods already running.
-        let mut existing_inverse: Vec<(usize, Vec<u32>)> = Vec::new();
-        let nodes_input: Vec<&ExistingNode> =
-            ordered_nodes(input).into_iter().map(|(n, _)| n).collect();
-        for (ni, node) in nodes_input.iter().enumerate() {
-            for pod in &node.pods {
-                let mut owned = Vec::new();
-                for term in &pod.pod_anti_affinity {
-                    let k = GroupKey {
-                        kind: GroupKind::InverseAntiAffinity,
-                        key: self.keys.id(labels::normalize(&term.topology_key)),
-                        namespaces: NsMatch::resolve(&term.namespaces, &pod.namespace, ns_labels),
-                        selector: term.selector.clone(),
-                        filter: NodeFilter::default(),
-                    };
-                    owned.push(self.group_id(&mut index, k));
-                }
-                existing_inverse.push((ni, owned));
+        let mut slot_of: Vec<Option<u32>> = vec![None; self.m.nodes.len()];
+        for (si, slot) in self.nodes.iter().enumerate() {
+            if let Some(s) = slot_of.get_mut(slot.base.index as usize) {
+                *s = Some(si as u32);
             }
+        }
+        let mut existing_inverse: Vec<(usize, Vec<u32>)> = Vec::new();
+        for &(ni, pi) in &self.m.running.repelling {
+            let Some(si) = slot_of[ni as usize] else {
+                continue;
+            };
+            let Some(pod) = pod_at(&self.m.nodes, (ni, pi)) else {
+                continue;
+            };
+            let mut owned = Vec::new();
+            for term in &pod.pod_anti_affinity {
+                let k = GroupKey {
+                    kind: GroupKind::InverseAntiAffinity,
+                    key: self.keys.id(labels::normalize(&term.topology_key)),
+                    namespaces: NsMatch::resolve(&term.namespaces, &pod.namespace, ns_labels),
+                    selector: term.selector.clone(),
+                    filter: NodeFilter::default(),
+                };
+                owned.push(self.group_id(&mut index, k));
+            }
+            existing_inverse.push((si as usize, owned));
         }
         // Which groups count or block each pending pod.
         for p in &mut self.pods {
@@ -213,28 +218,50 @@ impl Solver<'_> {
                 }
             }
         }
-        // Count pods already running.
-        let mut inverse_iter = existing_inverse.into_iter();
-        for (ni, node) in nodes_input.iter().enumerate() {
-            for pod in &node.pods {
-                let counted: Vec<u32> = self
-                    .groups
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, g)| {
-                        g.id.kind != GroupKind::InverseAntiAffinity
-                            && g.selects(&pod.namespace, &pod.labels)
-                    })
-                    .map(|(i, _)| i as u32)
-                    .collect();
-                let owned = inverse_iter.next().map(|(_, o)| o).unwrap_or_default();
-                let slot = &mut self.nodes[ni];
+        // Count pods already running: for each group, the running pods it
+        // may select (by the running pods' label index), on this solve's nodes.
+        for (si, owned) in existing_inverse {
+            let slot = &mut self.nodes[si];
+            record(
+                &mut self.groups,
+                &[],
+                &owned,
+                &slot.base.reqs,
+                &slot.base.taints,
+                &mut slot.host_counts,
+                &self.values,
+                None,
+            );
+        }
+        for gi in 0..self.groups.len() {
+            let group = &self.groups[gi];
+            if group.id.kind == GroupKind::InverseAntiAffinity {
+                continue;
+            }
+            let Some(selector) = &group.id.selector else {
+                continue;
+            };
+            let selected: Vec<usize> = self
+                .m
+                .running
+                .candidates(selector)
+                .into_iter()
+                .filter_map(|at| {
+                    let si = slot_of.get(at.0 as usize).copied().flatten()?;
+                    let pod = pod_at(&self.m.nodes, at)?;
+                    group
+                        .selects(&pod.namespace, &pod.labels)
+                        .then_some(si as usize)
+                })
+                .collect();
+            for si in selected {
+                let slot = &mut self.nodes[si];
                 record(
                     &mut self.groups,
-                    &counted,
-                    &owned,
-                    &slot.reqs,
-                    &slot.taints,
+                    &[gi as u32],
+                    &[],
+                    &slot.base.reqs,
+                    &slot.base.taints,
                     &mut slot.host_counts,
                     &self.values,
                     None,
@@ -258,7 +285,7 @@ impl Solver<'_> {
             // node) with the taints and labels its nodes carry, like
             // Karpenter's TopologyDomainGroup.
             let mut sources: Vec<DomainSource> = Vec::new();
-            for pool in &self.pools {
+            for pool in &self.m.pools {
                 let mut domains = Vec::new();
                 let pool_set = pool.reqs.get(key);
                 for &t in &pool.base_options {
@@ -285,17 +312,17 @@ impl Solver<'_> {
                 }
                 sources.push(DomainSource {
                     domains,
-                    taints: &pool.taints,
+                    taints: pool.taints(),
                     reqs: &pool.reqs,
                     pool: true,
                 });
             }
             for node in &self.nodes {
-                if let Some(r) = node.reqs.get(key) {
+                if let Some(r) = node.base.reqs.get(key) {
                     sources.push(DomainSource {
                         domains: r.set.values().to_vec(),
-                        taints: &node.taints,
-                        reqs: &node.reqs,
+                        taints: &node.base.taints,
+                        reqs: &node.base.reqs,
                         pool: false,
                     });
                 }
@@ -304,7 +331,7 @@ impl Solver<'_> {
             // A spread honouring node affinity or taints spreads over the
             // domains of the NodePools and nodes its filter admits only. A
             // NodePool leaves well-known labels to its instance types.
-            let well_known = &self.well_known;
+            let well_known = &self.m.well_known;
             let values = &self.values;
             for group in self.groups.iter_mut().filter(|g| {
                 g.id.key == key

@@ -1,0 +1,183 @@
+//! The scheduling model: everything about a cluster that does not change
+//! while pods are placed — NodePools with their instance types, offerings
+//! and DaemonSet overhead, capacity reservations, and the nodes already
+//! there — compiled once and shared (behind an `Arc`) by every solve over
+//! it. A what-if ("without these nodes, where would these pods go?") reads
+//! the model and pays only for its own pods.
+
+pub(super) mod daemonsets;
+pub(super) mod nodes;
+pub(super) mod pools;
+pub(super) mod running;
+pub(super) mod types;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use crate::scheduling::index::{Ids, Interner, ResourceNames};
+use crate::scheduling::input::{ExistingNode, SchedulerInput, SchedulerOptions, SchedulingResult};
+use crate::scheduling::instance_type::CapacityType;
+use crate::scheduling::labels;
+use crate::scheduling::pod::Pod;
+
+pub(super) use daemonsets::DaemonSetIdx;
+pub(super) use nodes::NodeBase;
+pub(super) use pools::PoolIdx;
+
+use super::State;
+
+/// A cluster compiled for scheduling: build it once with
+/// [`Model::compile`], then [`Model::solve`] any pods against any subset of
+/// its nodes, as often as needed.
+pub struct Model {
+    pub(super) keys: Interner,
+    pub(super) values: Interner,
+    pub(super) res: ResourceNames,
+    pub(super) k_zone: u32,
+    pub(super) k_ct: u32,
+    pub(super) k_host: u32,
+    pub(super) k_reservation: u32,
+    pub(super) v_reserved: u32,
+    pub(super) well_known: HashSet<u32>,
+    pub(super) daemonsets: Vec<DaemonSetIdx>,
+    /// By descending weight, then name.
+    pub(super) pools: Vec<PoolIdx>,
+    /// Capacity of each reservation an offering names.
+    pub(super) reservation_capacity: Vec<u32>,
+    /// Existing nodes and in-flight NodeClaims, in the order they are tried.
+    pub(super) nodes: Vec<NodeBase>,
+    /// The pods running on `nodes`.
+    pub(super) running: running::RunningPods,
+    pub(super) options: SchedulerOptions,
+    pub(super) namespace_labels: BTreeMap<String, BTreeMap<String, String>>,
+    /// The input's pending pods, for [`Model::solve_pending`].
+    pending: Vec<Pod>,
+}
+
+impl Model {
+    /// Compiles NodePools, DaemonSets and nodes of `input`. Resource
+    /// dimensions are those of every pool, node and pod in it; its pending
+    /// pods are kept for [`Model::solve_pending`].
+    pub fn compile(input: SchedulerInput) -> Model {
+        let mut keys = Interner::default();
+        let mut values = Interner::default();
+        let k_zone = keys.id(labels::ZONE);
+        let k_ct = keys.id(labels::CAPACITY_TYPE);
+        let k_host = keys.id(labels::HOSTNAME);
+        let k_reservation = keys.id(labels::CAPACITY_RESERVATION_ID);
+        let v_reserved = values.id(CapacityType::Reserved.label_value());
+        let well_known = labels::WELL_KNOWN_LABELS
+            .iter()
+            .map(|k| keys.id(k))
+            .collect();
+
+        let mut res = ResourceNames::default();
+        for pool in &input.node_pools {
+            for it in pool.instance_types.iter() {
+                res.register(&it.capacity);
+            }
+        }
+        for pod in input.pods.iter().chain(&input.daemonsets) {
+            res.register(&pod.requests);
+        }
+        for node in input.existing_nodes.iter().chain(&input.in_flight) {
+            res.register(&node.allocatable);
+            for pod in &node.pods {
+                res.register(&pod.requests);
+            }
+        }
+        let SchedulerInput {
+            node_pools,
+            existing_nodes,
+            in_flight,
+            pods,
+            daemonsets,
+            namespace_labels,
+            options,
+        } = input;
+        let mut model = Model {
+            keys,
+            values,
+            res,
+            k_zone,
+            k_ct,
+            k_host,
+            k_reservation,
+            v_reserved,
+            well_known,
+            daemonsets: Vec::new(),
+            pools: Vec::new(),
+            reservation_capacity: Vec::new(),
+            nodes: Vec::new(),
+            running: running::RunningPods::default(),
+            options,
+            namespace_labels,
+            pending: pods,
+        };
+        model.compile_daemonsets(daemonsets);
+        model.compile_pools(&node_pools);
+        model.compile_nodes(existing_nodes, in_flight);
+        model.running = running::RunningPods::index(&model.nodes);
+        model
+    }
+
+    /// Places `pods` on the nodes `keep` admits (and on new NodeClaims).
+    /// The result is what a fresh [`Scheduler`](super::Scheduler) solve of
+    /// the same input without the other nodes and with these pods gives.
+    pub fn solve<'p>(
+        &self,
+        keep: impl Fn(&ExistingNode) -> bool,
+        pods: impl IntoIterator<Item = &'p Pod>,
+    ) -> SchedulingResult {
+        let pods: Vec<&Pod> = pods.into_iter().collect();
+        if pods.iter().any(|p| !self.res.knows(&p.requests)) {
+            // A resource no pool, node or pod of the model names: the
+            // vectors have no place for it, so solve on a fresh model.
+            return self.recompiled(&keep, &pods).solve_pending();
+        }
+        let nodes: Vec<&NodeBase> = self.nodes.iter().filter(|n| keep(&n.source)).collect();
+        State::prepare(self, &nodes, &pods).run()
+    }
+
+    /// Places the input's pending pods on every node.
+    pub fn solve_pending(&self) -> SchedulingResult {
+        self.solve(|_| true, &self.pending)
+    }
+
+    /// The nodes of the model (existing nodes and in-flight NodeClaims).
+    pub fn nodes(&self) -> impl Iterator<Item = &ExistingNode> {
+        self.nodes.iter().map(|n| &n.source)
+    }
+
+    /// The input's pending pods.
+    pub fn pending_pods(&self) -> &[Pod] {
+        &self.pending
+    }
+
+    fn recompiled(&self, keep: &impl Fn(&ExistingNode) -> bool, pods: &[&Pod]) -> Model {
+        let (mut existing_nodes, mut in_flight) = (Vec::new(), Vec::new());
+        for node in self.nodes.iter().filter(|n| keep(&n.source)) {
+            let list = if node.in_flight {
+                &mut in_flight
+            } else {
+                &mut existing_nodes
+            };
+            list.push(node.source.clone());
+        }
+        Model::compile(SchedulerInput {
+            node_pools: self.pools.iter().map(|p| p.spec.clone()).collect(),
+            existing_nodes,
+            in_flight,
+            pods: pods.iter().map(|p| (*p).clone()).collect(),
+            daemonsets: self.daemonsets.iter().map(|d| d.pod.clone()).collect(),
+            namespace_labels: self.namespace_labels.clone(),
+            options: self.options.clone(),
+        })
+    }
+
+    pub(super) fn number(&self) -> impl Fn(&u32) -> Option<i64> + '_ {
+        |v| self.values.number(*v)
+    }
+}
+
+/// Reservation index by id while offerings are compiled.
+pub(super) type ReservationIds = HashMap<String, usize>;

@@ -1,0 +1,82 @@
+//! The pods already running on the model's nodes, indexed so a solve finds
+//! the ones a topology group selects without walking every pod.
+
+use std::collections::HashMap;
+
+use crate::scheduling::pod::{LabelSelector, Pod};
+use crate::scheduling::requirements::Operator;
+
+use super::nodes::NodeBase;
+
+/// A running pod: its node's index in the model and its place on the node.
+pub(in crate::scheduling::solver) type PodAt = (u32, u32);
+
+/// Running pods by label, and those whose required anti-affinity repels
+/// others.
+#[derive(Default)]
+pub(in crate::scheduling::solver) struct RunningPods {
+    by_label: HashMap<String, HashMap<String, Vec<PodAt>>>,
+    all: Vec<PodAt>,
+    /// Pods with a required anti-affinity term.
+    pub(in crate::scheduling::solver) repelling: Vec<PodAt>,
+}
+
+impl RunningPods {
+    pub(super) fn index(nodes: &[NodeBase]) -> Self {
+        let mut running = RunningPods::default();
+        for (ni, node) in nodes.iter().enumerate() {
+            for (pi, pod) in node.source.pods.iter().enumerate() {
+                let at = (ni as u32, pi as u32);
+                for (key, value) in &pod.labels {
+                    running
+                        .by_label
+                        .entry(key.clone())
+                        .or_default()
+                        .entry(value.clone())
+                        .or_default()
+                        .push(at);
+                }
+                running.all.push(at);
+                if !pod.pod_anti_affinity.is_empty() {
+                    running.repelling.push(at);
+                }
+            }
+        }
+        running
+    }
+
+    /// The running pods that may match `selector`: those carrying one of the
+    /// values of its narrowest `In` expression, or every pod when it has
+    /// none. The caller still checks the selector.
+    pub(in crate::scheduling::solver) fn candidates(&self, selector: &LabelSelector) -> Vec<PodAt> {
+        let narrowest = selector
+            .expressions
+            .iter()
+            .filter(|e| e.operator == Operator::In)
+            .map(|e| {
+                let lists: Vec<&Vec<PodAt>> = e
+                    .values
+                    .iter()
+                    .filter_map(|v| self.by_label.get(&e.key).and_then(|m| m.get(v)))
+                    .collect();
+                (lists.iter().map(|l| l.len()).sum::<usize>(), lists)
+            })
+            .min_by_key(|(n, _)| *n);
+        match narrowest {
+            Some((_, lists)) => {
+                let mut out: Vec<PodAt> = lists.into_iter().flatten().copied().collect();
+                out.sort_unstable();
+                out.dedup();
+                out
+            }
+            None => self.all.clone(),
+        }
+    }
+}
+
+/// The pod at `at`.
+pub(in crate::scheduling::solver) fn pod_at(nodes: &[NodeBase], at: PodAt) -> Option<&Pod> {
+    nodes
+        .get(at.0 as usize)
+        .and_then(|n| n.source.pods.get(at.1 as usize))
+}

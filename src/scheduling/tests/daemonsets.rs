@@ -279,3 +279,68 @@ fn should_create_a_nodeclaim_with_resource_requests_with_daemon_overhead() {
     assert!(claim.instance_type_options.iter().any(|o| o.name == "m-8"));
     assert_eq!(claim.requests.cpu_millis, 1000);
 }
+
+/// A cheap type offered in every zone and an expensive one offered only in
+/// `test-zone-3`, with a DaemonSet too large for either that runs only in
+/// `test-zone-1`.
+fn zonal_daemonset_case() -> SchedulingResult {
+    let offered = |name: &str, zones: &[&str], price: f64| {
+        InstanceType::new(
+            name,
+            Requirements::new(),
+            zones
+                .iter()
+                .map(|z| Offering::new(z, CapacityType::OnDemand, price))
+                .collect(),
+            Resources::cpu_memory(8000, 32 * GIB).with_pods(30),
+            Overhead::default(),
+        )
+    };
+    let pool = NodePoolSpec {
+        name: "default".into(),
+        instance_types: Arc::new(vec![
+            offered("cheap", &["test-zone-1", "test-zone-2", "test-zone-3"], 0.1),
+            offered("expensive", &["test-zone-3"], 1.3),
+        ]),
+        ..NodePoolSpec::default()
+    };
+    let zone_1 = vec![
+        [req(labels::ZONE, Operator::In, &["test-zone-1"])]
+            .into_iter()
+            .collect(),
+    ];
+    let huge = daemonset("zonal-agent", 1_000_000, zone_1);
+    solve_with(vec![pool], vec![huge], vec![pod("small", 1000, 0)])
+}
+
+#[test]
+fn a_daemonset_of_one_zone_counts_on_every_type_the_pool_may_launch_there() {
+    // Whether the DaemonSet runs depends on the offering (zone), not on the
+    // type: the expensive type, offered only where the DaemonSet does not
+    // run, is no way around it (Karpenter leaves the pod pending too).
+    let result = zonal_daemonset_case();
+    assert!(result.new_node_claims.is_empty(), "{result:?}");
+    assert_eq!(result.errors.len(), 1);
+    assert!(
+        result.errors[0].reason.contains("daemonsets"),
+        "{}",
+        result.errors[0].reason
+    );
+}
+
+#[test]
+fn a_daemonset_of_one_zone_takes_no_room_where_the_pool_excludes_that_zone() {
+    let mut pool = sized_pool(&[2]);
+    pool.requirements = [req(labels::ZONE, Operator::In, &["test-zone-1"])]
+        .into_iter()
+        .collect();
+    let elsewhere = vec![
+        [req(labels::ZONE, Operator::In, &["test-zone-2"])]
+            .into_iter()
+            .collect(),
+    ];
+    let huge = daemonset("zonal-agent", 1_000_000, elsewhere);
+    let result = solve_with(vec![pool], vec![huge], vec![pod("small", 1000, 0)]);
+    assert!(result.errors.is_empty(), "{:?}", result.errors);
+    assert_eq!(result.new_node_claims.len(), 1);
+}

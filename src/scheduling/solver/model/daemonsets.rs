@@ -4,7 +4,13 @@
 //! instance types of a pool are grouped by the DaemonSets they admit when
 //! the model is compiled, so the per-pod loop only reads a type's
 //! allocatable after its DaemonSets.
-
+//!
+//! Whether a DaemonSet runs on a new node is decided by the NodePool and the
+//! instance type's own labels (architecture, family, size, …). Where it
+//! depends on an offering — zone, capacity type, reservation — it is judged
+//! against the NodePool alone, as Karpenter does: a node of the pool may get
+//! any offering of its type, so a DaemonSet that the pool admits in one zone
+//! counts on every type, whichever zones the type is offered in.
 
 use std::collections::HashMap;
 
@@ -120,6 +126,7 @@ impl Model {
             })
             .collect();
         let number = self.number();
+        let offering_keys = [self.k_zone, self.k_ct, self.k_reservation];
         let mut groups: Vec<DaemonGroup> = Vec::new();
         let mut index: HashMap<Vec<usize>, u32> = HashMap::new();
         let mut of_type = Vec::with_capacity(types.len());
@@ -129,7 +136,8 @@ impl Model {
                 .filter(|(i, terms)| {
                     terms.iter().any(|t| {
                         let term = self.daemonsets[*i].interned[*t].items.iter();
-                        type_compatible(ty, term, &number)
+                        let own = term.filter(|r| !offering_keys.contains(&r.key));
+                        type_compatible(ty, own, &number)
                     })
                 })
                 .map(|(i, _)| *i)

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod as K8sPod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
+use super::pods::{is_active, owned_by_daemon_set};
 use super::{ClusterSnapshot, ConvertedPods};
 use crate::apis::conditions::find_condition;
 use crate::apis::{NodeClaim, NodePool};
@@ -297,22 +298,6 @@ fn pool_not_usable(pool: &NodePool) -> Option<String> {
             ready.message.as_deref().unwrap_or("no message")
         )
     })
-}
-
-/// Whether a pod still runs or waits to run.
-fn is_active(pod: &K8sPod) -> bool {
-    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-    pod.metadata.deletion_timestamp.is_none() && !matches!(phase, Some("Succeeded" | "Failed"))
-}
-
-/// Whether a DaemonSet controls `pod`: such a pod is its DaemonSet's to
-/// place, and counts on every node through the DaemonSet instead.
-pub fn owned_by_daemon_set(pod: &K8sPod) -> bool {
-    pod.metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|o| o.kind == "DaemonSet" && o.controller == Some(true))
 }
 
 /// The names and provider IDs of the snapshot's Nodes, to tell which

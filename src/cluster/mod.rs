@@ -1,12 +1,13 @@
 //! The cluster as provisioning sees it: the shared in-memory view the
 //! controllers read ([`ClusterState`]), the objects a decision is made from
-//! ([`ClusterSnapshot`]) and their conversion into the scheduler's input
-//! ([`scheduler_input`]). Provisioning, disruption's what-ifs and `simulate`
+//! ([`ClusterSnapshot`]), the rules about pods ([`pods`]) and their
+//! conversion into the scheduler's input ([`scheduler_input`]). Provisioning, disruption's what-ifs and `simulate`
 //! all build their input here, so they agree on which pods are pending,
 //! which nodes and NodeClaims exist and what each NodePool may launch.
 
 mod converted;
 mod input;
+pub mod pods;
 mod state;
 
 use std::collections::HashMap;
@@ -18,7 +19,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod};
 use crate::apis::{EC2NodeClass, NodeClaim, NodePool};
 
 pub use converted::ConvertedPods;
-pub use input::{InputError, PoolOutcome, Prepared, owned_by_daemon_set, scheduler_input};
+pub use input::{InputError, PoolOutcome, Prepared, scheduler_input};
 pub use state::{ClusterState, StateDriver, Watched};
 
 /// The objects of a cluster a provisioning decision is made from, shared

@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod;
 use tokio::task::JoinHandle;
 
-use super::pods::is_provisionable;
 use crate::apis::NodePool;
 use crate::aws::instance_types::InstanceTypeProvider;
+use crate::cluster::pods::is_provisionable;
 use crate::cluster::{ClusterState, ConvertedPods, InputError, scheduler_input};
 use crate::scheduling::{Scheduler, SchedulerOptions, SchedulingResult};
 

@@ -35,8 +35,8 @@ use super::pod_status::{
 use crate::apis::labels::DISRUPTED_TAINT_KEY;
 use crate::aws::instance_types::InstanceTypeProvider;
 use crate::cluster::{
-    ClusterSnapshot, ClusterState, ConvertedPods, pod_key, pods, pods::owned_by_daemon_set,
-    scheduler_input,
+    ClusterSnapshot, ClusterState, ConvertedPods, cluster_input, pod_key, pods,
+    pods::owned_by_daemon_set, pool_specs,
 };
 use crate::controllers::ControllerError;
 use crate::scheduling::{Scheduler, SchedulerOptions, SchedulingResult, convert};
@@ -308,12 +308,9 @@ impl Binder {
             .collect();
         let instance_types = self.instance_types.clone();
         let result = tokio::task::spawn_blocking(move || {
-            let mut prepared = scheduler_input(
-                &snapshot,
-                &instance_types,
-                SchedulerOptions::default(),
-                &ConvertedPods::default(),
-            );
+            let pools = pool_specs(&snapshot, &instance_types);
+            let cluster = cluster_input(&snapshot, &ConvertedPods::default(), &HashSet::new());
+            let mut prepared = pools.prepare(cluster, SchedulerOptions::default());
             for problem in &prepared.problems {
                 tracing::debug!(%problem, "binder: left out");
             }

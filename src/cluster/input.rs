@@ -8,20 +8,22 @@
 //! an [`InputError`]; `simulate` stops on the first, a controller reports
 //! them and provisions the rest.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Pod as K8sPod};
+use k8s_openapi::api::core::v1::Pod as K8sPod;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-use super::{ClusterSnapshot, ConvertedPods};
-use crate::apis::conditions::find_condition;
-use crate::apis::{NodeClaim, NodePool};
+use super::nodes::NodeRecords;
+use super::pods::{is_active, is_scheduled, owned_by_daemon_set};
+use super::pools::pool_specs;
+use super::{ClusterSnapshot, ConvertedPods, pod_key};
+use crate::apis::NodeClaim;
 use crate::aws::instance_types::{InstanceTypeProvider, ResolveError};
-use crate::extensions::{ConfigMapSource, Outcome, is_config_map};
-use crate::scheduling::node_pool::{node_claim_requirements, node_pool_spec};
+use crate::extensions::Outcome;
+use crate::scheduling::node_pool::node_claim_requirements;
 use crate::scheduling::{
-    ConvertError, ExistingNode, NodePoolSpec, Resources, SchedulerInput, SchedulerOptions, convert,
+    ConvertError, ExistingNode, Pod, Resources, SchedulerInput, SchedulerOptions, convert,
 };
 
 /// An object that could not be used as it is.
@@ -96,48 +98,90 @@ pub struct Prepared {
     pub problems: Vec<InputError>,
 }
 
-/// Builds the scheduler's input from `snapshot`, each NodePool's instance
-/// types from `instance_types`, pods to place through `converted` (a
-/// controller's cache; `&ConvertedPods::default()` converts each pod here).
-///
-/// - A NodePool being deleted, or whose `Ready` condition is present and not
-///   `True`, may not launch (Karpenter uses only ready pools); one without
-///   conditions yet (a manifest) is used.
-/// - Pods that finished (`Succeeded`, `Failed`) or are being deleted are
-///   ignored; pending pods owned by a DaemonSet are the DaemonSet's to place;
-///   pods with `spec.nodeName` count on that node; nominated pods on their
-///   nominee; every other pod is to be placed.
-/// - A NodeClaim without a Node yet is in flight (see [`in_flight_node`]);
-///   one that registered is represented by its Node.
+/// Builds the scheduler's input from `snapshot`: [`pool_specs`] with the
+/// whole cluster's [`cluster_input`] (no node left out), pods to place
+/// through `converted` (a controller's cache; `&ConvertedPods::default()`
+/// converts each pod here).
 pub fn scheduler_input(
     snapshot: &ClusterSnapshot,
     instance_types: &InstanceTypeProvider,
     options: SchedulerOptions,
     converted: &ConvertedPods,
 ) -> Prepared {
-    let mut problems = Vec::new();
-    let mut extensions = Vec::new();
-    let mut node_pools = Vec::new();
-    for pool in &snapshot.node_pools {
-        match pool_spec(snapshot, pool, instance_types, &mut extensions) {
-            Ok((spec, problem)) => {
-                node_pools.push(spec);
-                problems.extend(problem);
-            }
-            Err(problem) => problems.push(problem),
-        }
-    }
+    let pools = pool_specs(snapshot, instance_types);
+    let cluster = cluster_input(snapshot, converted, &HashSet::new());
+    pools.prepare(cluster, options)
+}
 
+/// The cluster's part of the scheduler's input: everything but the
+/// NodePools, and what could not be used.
+#[derive(Debug, Default)]
+pub struct ClusterInput {
+    /// Nodes with their pods.
+    pub existing_nodes: Vec<ExistingNode>,
+    /// NodeClaims without a Node yet, as the nodes they will be.
+    pub in_flight: Vec<ExistingNode>,
+    /// Pods to place.
+    pub pods: Vec<Pod>,
+    /// DaemonSets' pods, as overhead.
+    pub daemonsets: Vec<Pod>,
+    /// Labels per namespace.
+    pub namespace_labels: BTreeMap<String, BTreeMap<String, String>>,
+    /// Objects left out, in the order found.
+    pub problems: Vec<InputError>,
+}
+
+/// The cluster of `snapshot` in the scheduler's terms, without the nodes and
+/// NodeClaims named in `exclude` (a disruption pass asks what the cluster
+/// would do without its candidates; it adds their pods to place itself).
+/// Nodes take their bound pods from the snapshot's per-node records, whose
+/// conversions are made once (a snapshot without records — manifests —
+/// has them made here); pods to place go through `converted`.
+///
+/// - Pods that finished (`Succeeded`, `Failed`) or are being deleted are
+///   ignored; pending pods owned by a DaemonSet are the DaemonSet's to place;
+///   pods with `spec.nodeName` count on that node; nominated pods on their
+///   nominee; every other pod is to be placed.
+/// - A NodeClaim without a Node yet is in flight (see [`in_flight_node`]);
+///   one that registered is represented by its Node.
+pub fn cluster_input(
+    snapshot: &ClusterSnapshot,
+    converted: &ConvertedPods,
+    exclude: &HashSet<String>,
+) -> ClusterInput {
+    let made;
+    let (records, from_state) = match &snapshot.state_nodes {
+        Some(records) => (records, true),
+        None => {
+            made = NodeRecords::of(&snapshot.nodes, &snapshot.node_claims, &snapshot.pods).all();
+            (&made, false)
+        }
+    };
+    let mut problems = Vec::new();
     let mut pending = Vec::new();
-    let mut bound: BTreeMap<String, Vec<&K8sPod>> = BTreeMap::new();
+    // Pods a node or NodeClaim holds beyond its record: nominated to it, or
+    // bound in the snapshot before the record shows it (a binding assumed
+    // by the caller, or one the pod watch delivered a moment ago).
+    let mut extra: HashMap<&str, Vec<&K8sPod>> = HashMap::new();
+    // Pods of a record that the snapshot holds a newer version of.
+    let mut stale: HashMap<&str, HashSet<String>> = HashMap::new();
     for pod in snapshot.pods.iter().filter(|p| is_active(p)) {
-        let node = pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_name.clone())
-            .or_else(|| snapshot.nomination(pod).cloned());
-        match node {
-            Some(node) => bound.entry(node).or_default().push(pod.as_ref()),
+        if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
+            if from_state {
+                let key = pod_key(pod);
+                match records.get(node).and_then(|r| r.holds(&key, pod)) {
+                    Some(true) => {}
+                    Some(false) => {
+                        stale.entry(node).or_default().insert(key);
+                        extra.entry(node).or_default().push(pod);
+                    }
+                    None => extra.entry(node).or_default().push(pod),
+                }
+            }
+            continue;
+        }
+        match snapshot.nomination(pod) {
+            Some(node) => extra.entry(node.as_str()).or_default().push(pod),
             None if owned_by_daemon_set(pod) => {}
             None => match converted.get(pod) {
                 Ok(pod) => pending.push(pod),
@@ -145,12 +189,34 @@ pub fn scheduler_input(
             },
         }
     }
+    // The extra pods of a node or NodeClaim, taken once.
+    let mut extra_of = |name: &str| -> Result<Vec<Pod>, ConvertError> {
+        extra
+            .remove(name)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|pod| converted.get(pod))
+            .collect()
+    };
 
+    let no_keys = HashSet::new();
+    let mut placed: HashSet<&str> = HashSet::new();
     let mut existing_nodes = Vec::new();
     for node in &snapshot.nodes {
-        let name = node.metadata.name.clone().unwrap_or_default();
-        let pods = bound.remove(&name).unwrap_or_default();
-        match convert::node_from_k8s(node, &pods) {
+        let name = node.metadata.name.as_deref().unwrap_or_default();
+        if exclude.contains(name) {
+            continue;
+        }
+        placed.insert(name);
+        let skip = stale.get(name).unwrap_or(&no_keys);
+        let with_bound = match records.get(name) {
+            Some(record) => record.existing_node(node, skip),
+            None => convert::node_from_k8s(node, &[]),
+        };
+        match with_bound.and_then(|mut node| {
+            node.pods.extend(extra_of(name)?);
+            Ok(node)
+        }) {
             Ok(node) => existing_nodes.push(node),
             Err(e) => problems.push(e.into()),
         }
@@ -162,23 +228,50 @@ pub fn scheduler_input(
         .iter()
         .filter(|c| !registered.has_node(c))
     {
-        let name = claim.metadata.name.clone().unwrap_or_default();
-        let pods = bound.remove(&name).unwrap_or_default();
-        match in_flight_node(claim, &pods) {
+        let name = claim.metadata.name.as_deref().unwrap_or_default();
+        if exclude.contains(name) {
+            continue;
+        }
+        placed.insert(name);
+        let pods = records
+            .get(name)
+            .map(|record| record.converted_pods(stale.get(name).unwrap_or(&no_keys)))
+            .transpose()
+            .and_then(|bound| {
+                let mut pods = bound.unwrap_or_default();
+                pods.extend(extra_of(name)?);
+                Ok(pods)
+            });
+        match pods.and_then(|pods| in_flight_node(claim, pods)) {
             Ok(node) => in_flight.push(node),
             Err(e) => problems.push(e.into()),
         }
     }
-    for (node, pods) in bound {
-        // A nomination to a NodeClaim or Node that is gone holds its pods back
-        // until it expires; a nodeName naming no node is a problem.
+    // A nodeName naming no node is a problem; a nomination to a NodeClaim
+    // or Node that is gone holds its pods back until it expires.
+    let mut unknown: BTreeMap<&str, Vec<&K8sPod>> = BTreeMap::new();
+    for (name, record) in records {
+        if !placed.contains(name.as_str()) && !exclude.contains(name) {
+            let pods = unknown.entry(name.as_str()).or_default();
+            let skip = stale.get(name.as_str()).unwrap_or(&no_keys);
+            let held = record
+                .pods()
+                .filter(|p| !skip.contains(&pod_key(p.object())));
+            pods.extend(held.map(|p| &**p.object()));
+        }
+    }
+    for (name, pods) in &extra {
+        if !exclude.contains(*name) {
+            let bound = pods.iter().copied().filter(|p| is_scheduled(p));
+            unknown.entry(*name).or_default().extend(bound);
+        }
+    }
+    for (node, pods) in unknown {
         for pod in pods {
-            if snapshot.nomination(pod).is_none() {
-                problems.push(InputError::UnknownNode {
-                    pod: pod.metadata.name.clone().unwrap_or_default(),
-                    node: node.clone(),
-                });
-            }
+            problems.push(InputError::UnknownNode {
+                pod: pod.metadata.name.clone().unwrap_or_default(),
+                node: node.to_string(),
+            });
         }
     }
 
@@ -189,130 +282,14 @@ pub fn scheduler_input(
             Err(e) => problems.push(e.into()),
         }
     }
-    Prepared {
-        input: SchedulerInput {
-            node_pools,
-            existing_nodes,
-            in_flight,
-            pods: pending,
-            daemonsets,
-            namespace_labels: namespace_labels(snapshot),
-            options,
-        },
-        extensions,
+    ClusterInput {
+        existing_nodes,
+        in_flight,
+        pods: pending,
+        daemonsets,
+        namespace_labels: namespace_labels(snapshot),
         problems,
     }
-}
-
-/// One NodePool's spec, plus a problem that blocks it without dropping it.
-fn pool_spec(
-    snapshot: &ClusterSnapshot,
-    pool: &NodePool,
-    instance_types: &InstanceTypeProvider,
-    extensions: &mut Vec<PoolOutcome>,
-) -> Result<(NodePoolSpec, Option<InputError>), InputError> {
-    let pool_name = pool.metadata.name.clone().unwrap_or_default();
-    let reference = &pool.spec.template.spec.node_class_ref;
-    if reference.group != "karpenter.k8s.aws" || reference.kind != "EC2NodeClass" {
-        return Err(InputError::WrongNodeClassKind {
-            node_pool: pool_name,
-            group: reference.group.clone(),
-            kind: reference.kind.clone(),
-        });
-    }
-    let class = snapshot
-        .node_classes
-        .iter()
-        .find(|c| c.metadata.name.as_deref() == Some(reference.name.as_str()));
-    let Some(class) = class else {
-        let mut spec = node_pool_spec(pool, Arc::default())?;
-        spec.blocked = Some(format!("EC2NodeClass {:?} not found", reference.name));
-        let problem = InputError::MissingNodeClass {
-            node_pool: pool_name,
-            node_class: reference.name.clone(),
-        };
-        return Ok((spec, Some(problem)));
-    };
-    let class_name = reference.name.clone();
-    let outcome = match instance_types.for_pool(
-        class,
-        &pool_name,
-        &SharedConfigMaps(&snapshot.config_maps),
-    ) {
-        Ok(outcome) => outcome,
-        Err(source) => {
-            let mut spec = node_pool_spec(pool, Arc::default())?;
-            spec.blocked = Some(format!(
-                "EC2NodeClass {class_name:?} cannot be resolved: {source}"
-            ));
-            let problem = InputError::NodeClass {
-                node_class: class_name,
-                source,
-            };
-            return Ok((spec, Some(problem)));
-        }
-    };
-    let mut spec = node_pool_spec(pool, outcome.instance_types.clone())?;
-    spec.priority_scores = outcome.priority_scores.clone();
-    spec.blocked = pool_not_usable(pool).or_else(|| {
-        outcome.blocked.as_deref().map(|why| {
-            // Some messages already name the class; do not name it twice.
-            let prefix = format!("EC2NodeClass {class_name:?}: ");
-            let why = why.strip_prefix(&prefix).unwrap_or(why);
-            format!("EC2NodeClass {class_name:?} cannot launch because of its extensions: {why}")
-        })
-    });
-    extensions.push(PoolOutcome {
-        node_class: class_name,
-        node_pool: pool_name,
-        outcome,
-    });
-    Ok((spec, None))
-}
-
-/// The snapshot's ConfigMaps, where extension modules are looked up.
-struct SharedConfigMaps<'a>(&'a [Arc<ConfigMap>]);
-
-impl ConfigMapSource for SharedConfigMaps<'_> {
-    fn config_map(&self, namespace: &str, name: &str) -> Option<&ConfigMap> {
-        self.0
-            .iter()
-            .map(Arc::as_ref)
-            .find(|cm| is_config_map(cm, namespace, name))
-    }
-}
-
-/// Why a NodePool may not launch by its own state: being deleted, or not ready.
-fn pool_not_usable(pool: &NodePool) -> Option<String> {
-    if pool.metadata.deletion_timestamp.is_some() {
-        return Some("the NodePool is being deleted".to_string());
-    }
-    let conditions = pool.status.as_ref()?.conditions.as_deref()?;
-    let ready = find_condition(conditions, "Ready")?;
-    (!ready.is_true()).then(|| {
-        format!(
-            "the NodePool is not ready (Ready={:?}, {}: {})",
-            ready.status,
-            ready.reason.as_deref().unwrap_or("no reason"),
-            ready.message.as_deref().unwrap_or("no message")
-        )
-    })
-}
-
-/// Whether a pod still runs or waits to run.
-fn is_active(pod: &K8sPod) -> bool {
-    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-    pod.metadata.deletion_timestamp.is_none() && !matches!(phase, Some("Succeeded" | "Failed"))
-}
-
-/// Whether a DaemonSet controls `pod`: such a pod is its DaemonSet's to
-/// place, and counts on every node through the DaemonSet instead.
-pub fn owned_by_daemon_set(pod: &K8sPod) -> bool {
-    pod.metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|o| o.kind == "DaemonSet" && o.controller == Some(true))
 }
 
 /// The names and provider IDs of the snapshot's Nodes, to tell which
@@ -360,7 +337,7 @@ impl<'a> Registered<'a> {
 /// between creating the claim and launching it). Its requests count against
 /// its NodePool's limits either way, and pods nominated to it count where
 /// they will run.
-fn in_flight_node(claim: &NodeClaim, pods: &[&K8sPod]) -> Result<ExistingNode, ConvertError> {
+fn in_flight_node(claim: &NodeClaim, pods: Vec<Pod>) -> Result<ExistingNode, ConvertError> {
     let name = claim.metadata.name.clone().unwrap_or_default();
     let object = format!("NodeClaim {name}");
     let parse = |field: &str, list: Option<&BTreeMap<String, Quantity>>| {
@@ -411,10 +388,7 @@ fn in_flight_node(claim: &NodeClaim, pods: &[&K8sPod]) -> Result<ExistingNode, C
         taints,
         capacity,
         allocatable,
-        pods: pods
-            .iter()
-            .map(|p| convert::pod_from_k8s(p))
-            .collect::<Result<_, _>>()?,
+        pods,
         initialized: false,
         marked_for_deletion: claim.metadata.deletion_timestamp.is_some(),
     })
@@ -441,3 +415,6 @@ fn namespace_labels(snapshot: &ClusterSnapshot) -> BTreeMap<String, BTreeMap<Str
     }
     out
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,12 +1,18 @@
 //! The cluster as provisioning sees it: the shared in-memory view the
 //! controllers read ([`ClusterState`]), the objects a decision is made from
-//! ([`ClusterSnapshot`]) and their conversion into the scheduler's input
-//! ([`scheduler_input`]). Provisioning, disruption's what-ifs and `simulate`
+//! ([`ClusterSnapshot`]), one record per node ([`StateNode`]), the rules
+//! about pods ([`pods`]) and the conversion into the scheduler's input:
+//! NodePool specs made once per pass ([`pool_specs`]) and the cluster's
+//! part, which can leave nodes out ([`cluster_input`]); [`scheduler_input`]
+//! is the two together. Provisioning, disruption's what-ifs and `simulate`
 //! all build their input here, so they agree on which pods are pending,
 //! which nodes and NodeClaims exist and what each NodePool may launch.
 
 mod converted;
 mod input;
+mod nodes;
+pub mod pods;
+mod pools;
 mod state;
 
 use std::collections::HashMap;
@@ -18,7 +24,9 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod};
 use crate::apis::{EC2NodeClass, NodeClaim, NodePool};
 
 pub use converted::ConvertedPods;
-pub use input::{InputError, PoolOutcome, Prepared, owned_by_daemon_set, scheduler_input};
+pub use input::{ClusterInput, InputError, PoolOutcome, Prepared, cluster_input, scheduler_input};
+pub use nodes::{BoundPod, NodeRecords, StateNode};
+pub use pools::{PoolSpecs, pool_specs};
 pub use state::{ClusterState, StateDriver, Watched};
 
 /// The objects of a cluster a provisioning decision is made from, shared
@@ -45,6 +53,10 @@ pub struct ClusterSnapshot {
     /// has not taken them yet, by that NodeClaim's or Node's name: they are
     /// not provisioned for again.
     pub nominated: HashMap<String, String>,
+    /// Each node's record (see [`StateNode`]), by the name pods are bound
+    /// by, when the snapshot comes from a [`ClusterState`]; `None` for
+    /// manifests, whose records are made when an input is built.
+    pub state_nodes: Option<HashMap<String, StateNode>>,
 }
 
 impl ClusterSnapshot {

@@ -26,6 +26,7 @@ use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio::sync::broadcast;
 
+use super::nodes::{NodeRecords, StateNode};
 use super::{ClusterSnapshot, pod_key};
 use crate::apis::{EC2NodeClass, NodeClaim, NodePool};
 use crate::cloudprovider::NodeClassContext;
@@ -34,6 +35,18 @@ use crate::extensions::is_config_map;
 /// Changes kept for a slow subscriber before it falls behind and is sent a
 /// full resync instead.
 const CHANGE_BUFFER: usize = 4096;
+
+/// What a watch tells the per-node records, after its store changed and
+/// before anyone hears of it.
+enum Change<K> {
+    Applied(Arc<K>),
+    Deleted(Arc<K>),
+    /// A (re)list finished: the store holds these.
+    Listed(Vec<Arc<K>>),
+}
+
+/// A kind's hook into the per-node records.
+type Hook<K> = Box<dyn Fn(Change<K>) + Send + Sync>;
 
 /// One kind's store and change feed.
 pub struct Watched<K: Resource<DynamicType = ()> + Clone + 'static> {
@@ -114,6 +127,8 @@ pub struct ClusterState {
     pub namespaces: Watched<Namespace>,
     /// ConfigMaps (extension modules may be stored in them).
     pub config_maps: Watched<ConfigMap>,
+    /// One record per node, kept current by the Node, NodeClaim and pod watches.
+    records: Arc<Mutex<NodeRecords>>,
     tracking: Mutex<Tracking>,
     /// Bumped by every watched change and every change to the tracking.
     change_count: Arc<AtomicU64>,
@@ -133,16 +148,20 @@ impl ClusterState {
     pub fn start(client: Client) -> (Arc<ClusterState>, StateDriver) {
         let mut drivers = Vec::new();
         let change_count = Arc::new(AtomicU64::new(0));
+        let records = Arc::new(Mutex::new(NodeRecords::default()));
+        let count = &change_count;
+        let d = &mut drivers;
         let state = ClusterState {
-            nodes: watched(Api::all(client.clone()), &change_count, &mut drivers),
-            node_claims: watched(Api::all(client.clone()), &change_count, &mut drivers),
-            pods: watched(Api::all(client.clone()), &change_count, &mut drivers),
-            node_pools: watched(Api::all(client.clone()), &change_count, &mut drivers),
-            node_classes: watched(Api::all(client.clone()), &change_count, &mut drivers),
-            daemon_sets: watched(Api::all(client.clone()), &change_count, &mut drivers),
-            pdbs: watched(Api::all(client.clone()), &change_count, &mut drivers),
-            namespaces: watched(Api::all(client.clone()), &change_count, &mut drivers),
-            config_maps: watched(Api::all(client), &change_count, &mut drivers),
+            nodes: watched(Api::all(client.clone()), count, d, node_hook(&records)),
+            node_claims: watched(Api::all(client.clone()), count, d, claim_hook(&records)),
+            pods: watched(Api::all(client.clone()), count, d, pod_hook(&records)),
+            node_pools: watched(Api::all(client.clone()), count, d, None),
+            node_classes: watched(Api::all(client.clone()), count, d, None),
+            daemon_sets: watched(Api::all(client.clone()), count, d, None),
+            pdbs: watched(Api::all(client.clone()), count, d, None),
+            namespaces: watched(Api::all(client.clone()), count, d, None),
+            config_maps: watched(Api::all(client), count, d, None),
+            records,
             tracking: Mutex::new(Tracking::default()),
             change_count,
             synced: tokio::sync::watch::Sender::new(false),
@@ -186,6 +205,16 @@ impl ClusterState {
     fn tracking(&self) -> std::sync::MutexGuard<'_, Tracking> {
         // The tracked data stays consistent even if a holder panicked.
         self.tracking.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn records(&self) -> std::sync::MutexGuard<'_, NodeRecords> {
+        lock(&self.records)
+    }
+
+    /// Node `name`'s record as the watches last showed it (whether it is
+    /// marked for deletion or nominated to is in [`ClusterState::snapshot`]'s).
+    pub fn state_node(&self, name: &str) -> Option<StateNode> {
+        self.records().get(name).cloned()
     }
 
     /// The tracking, to change it: counted as a change.
@@ -334,6 +363,16 @@ impl ClusterState {
             .map(|(pod, (target, _))| (pod.clone(), target.clone()))
             .collect();
         let marked = tracking.marked_for_deletion.clone();
+        let nominees: BTreeSet<&String> = tracking.nominations.values().map(|(n, _)| n).collect();
+        let mut state_nodes = self.records().all();
+        for (name, record) in &mut state_nodes {
+            record.marked_for_deletion = marked.contains(name)
+                || record
+                    .node()
+                    .is_some_and(|n| n.metadata.deletion_timestamp.is_some());
+            record.nominated = nominees.contains(name);
+        }
+        drop(nominees);
         drop(tracking);
         let nodes = self
             .nodes
@@ -362,6 +401,7 @@ impl ClusterState {
             namespaces: self.namespaces.all(),
             config_maps: self.config_maps.all(),
             nominated,
+            state_nodes: Some(state_nodes),
         }
     }
 }
@@ -380,11 +420,13 @@ where
 }
 
 /// A store and change feed for `api`'s kind, and the future that drives its
-/// watch (pushed onto `drivers`), which bumps `change_count` on every change.
+/// watch (pushed onto `drivers`), which tells `hook` of every change and
+/// then bumps `change_count`.
 fn watched<K>(
     api: Api<K>,
     change_count: &Arc<AtomicU64>,
     drivers: &mut Vec<StateDriver>,
+    hook: Option<Hook<K>>,
 ) -> Watched<K>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
@@ -404,17 +446,25 @@ where
         // list no longer holds is sent as deleted.
         let mut before_list: Vec<Arc<K>> = Vec::new();
         while let Some(event) = stream.next().await {
-            if matches!(
-                event,
-                Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone)
-            ) {
-                // After the store changed, before anyone hears of it.
-                change_count.fetch_add(1, Ordering::SeqCst);
-            }
+            let tell = |change: Change<K>| {
+                if let Some(hook) = &hook {
+                    hook(change);
+                }
+            };
             // Nobody listening is fine: the store is updated all the same.
             match event {
-                Ok(watcher::Event::Apply(object) | watcher::Event::Delete(object)) => {
-                    let _ = sender.send(shared(&stored, object));
+                Ok(watcher::Event::Apply(object)) => {
+                    let object = shared(&stored, object);
+                    tell(Change::Applied(object.clone()));
+                    // After the store changed, before anyone hears of it.
+                    change_count.fetch_add(1, Ordering::SeqCst);
+                    let _ = sender.send(object);
+                }
+                Ok(watcher::Event::Delete(object)) => {
+                    let object = shared(&stored, object);
+                    tell(Change::Deleted(object.clone()));
+                    change_count.fetch_add(1, Ordering::SeqCst);
+                    let _ = sender.send(object);
                 }
                 Ok(watcher::Event::Init) => before_list = stored.state(),
                 // Listed objects are sent once the store holds the whole
@@ -422,6 +472,9 @@ where
                 // instead then sees the list, not the store before it.
                 Ok(watcher::Event::InitApply(_)) => {}
                 Ok(watcher::Event::InitDone) => {
+                    let listed = stored.state();
+                    tell(Change::Listed(listed.clone()));
+                    change_count.fetch_add(1, Ordering::SeqCst);
                     for object in std::mem::take(&mut before_list) {
                         if stored
                             .get(&reflector::ObjectRef::from_obj(&*object))
@@ -430,7 +483,7 @@ where
                             let _ = sender.send(object);
                         }
                     }
-                    for object in stored.state() {
+                    for object in listed {
                         let _ = sender.send(object);
                     }
                 }
@@ -441,4 +494,39 @@ where
         }
     }));
     Watched { store, changes }
+}
+
+/// `mutex`'s data; plain data stays consistent even if a holder panicked.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Keeps the records' Nodes current.
+fn node_hook(records: &Arc<Mutex<NodeRecords>>) -> Option<Hook<Node>> {
+    let records = records.clone();
+    Some(Box::new(move |change: Change<Node>| match change {
+        Change::Applied(node) => lock(&records).apply_node(node),
+        Change::Deleted(node) => lock(&records).delete_node(&node),
+        Change::Listed(nodes) => lock(&records).relist_nodes(nodes),
+    }))
+}
+
+/// Keeps the records' NodeClaims current.
+fn claim_hook(records: &Arc<Mutex<NodeRecords>>) -> Option<Hook<NodeClaim>> {
+    let records = records.clone();
+    Some(Box::new(move |change: Change<NodeClaim>| match change {
+        Change::Applied(claim) => lock(&records).apply_claim(claim),
+        Change::Deleted(claim) => lock(&records).delete_claim(&claim),
+        Change::Listed(claims) => lock(&records).relist_claims(claims),
+    }))
+}
+
+/// Keeps the records' bound pods current.
+fn pod_hook(records: &Arc<Mutex<NodeRecords>>) -> Option<Hook<Pod>> {
+    let records = records.clone();
+    Some(Box::new(move |change: Change<Pod>| match change {
+        Change::Applied(pod) => lock(&records).apply_pod(pod),
+        Change::Deleted(pod) => lock(&records).delete_pod(&pod),
+        Change::Listed(pods) => lock(&records).relist_pods(pods),
+    }))
 }

@@ -233,15 +233,17 @@ impl Pod {
         self
     }
 
+    /// Whether a DaemonSet controls the pod: its requests are the
+    /// DaemonSet's overhead on its node, kept there whether or not the pod
+    /// has been created yet (the converted form of
+    /// `crate::cluster::pods::owned_by_daemon_set`).
+    pub fn owned_by_daemon_set(&self) -> bool {
+        self.owner_kind.as_deref() == Some("DaemonSet")
+    }
+
     /// `namespace/name`, how errors and placements refer to the pod.
     pub fn reference(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
-    }
-
-    /// Whether a DaemonSet controls the pod (its pod is part of a node's
-    /// DaemonSet overhead, not a workload to place).
-    pub fn owned_by_daemon_set(&self) -> bool {
-        self.owner_kind.as_deref() == Some("DaemonSet")
     }
 }
 

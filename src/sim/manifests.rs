@@ -257,6 +257,7 @@ impl Manifests {
             namespaces: shared(&self.namespaces),
             config_maps: shared(&self.config_maps),
             nominated: Default::default(),
+            state_nodes: None,
         }
     }
 

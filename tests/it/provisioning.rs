@@ -146,7 +146,7 @@ async fn seen_pending(state: &ClusterState, name: &str) {
             .iter()
             .any(|p| {
                 p.metadata.name.as_deref() == Some(name)
-                    && nodewright::controllers::provisioning::is_provisionable(p)
+                    && nodewright::cluster::pods::is_provisionable(p)
             })
             .then_some(())
     })

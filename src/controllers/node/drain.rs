@@ -9,44 +9,20 @@
 //! a pod with an active `karpenter.sh/do-not-disrupt` is not evicted. Once the
 //! NodeClaim's `terminationGracePeriod` is about to run out (or its
 //! `karpenter.sh/nodeclaim-termination-timestamp`, which node repair sets to
-//! now), pods are deleted outright so the node can go.
+//! now), pods are deleted outright so the node can go. Which pods are waited
+//! for and which are evicted are the rules of [`crate::cluster::pods`].
 
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, EvictParams, Preconditions};
 
-use crate::apis::duration::parse_go_duration;
-use crate::apis::labels::{DISRUPTED_TAINT_KEY, DO_NOT_DISRUPT_ANNOTATION_KEY};
-use crate::scheduling::{Taint, TaintEffect, convert::pod_from_k8s};
-
-/// Seconds of `t` since the epoch.
-fn seconds(t: &Time) -> i64 {
-    t.0.as_second()
-}
+use crate::apis::labels::DO_NOT_DISRUPT_ANNOTATION_KEY;
+use crate::cluster::pods::{do_not_disrupt_active, owned_by_daemon_set};
 
 fn now() -> i64 {
     k8s_openapi::jiff::Timestamp::now().as_second()
-}
-
-/// Whether the pod has finished (`Succeeded` or `Failed`).
-pub fn is_terminal(pod: &Pod) -> bool {
-    matches!(
-        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
-        Some("Succeeded" | "Failed")
-    )
-}
-
-fn is_static(pod: &Pod) -> bool {
-    pod.owner_references()
-        .iter()
-        .any(|o| o.kind == "Node" && o.api_version == "v1")
-}
-
-fn is_daemon(pod: &Pod) -> bool {
-    pod.owner_references().iter().any(|o| o.kind == "DaemonSet")
 }
 
 fn is_critical(pod: &Pod) -> bool {
@@ -58,61 +34,13 @@ fn is_critical(pod: &Pod) -> bool {
     )
 }
 
-/// Whether the pod tolerates `karpenter.sh/disrupted:NoSchedule`: draining
-/// it would be pointless, it could land on the node again.
-pub fn tolerates_disrupted_taint(pod: &Pod) -> bool {
-    let taint = Taint::new(DISRUPTED_TAINT_KEY, "", TaintEffect::NoSchedule);
-    pod_from_k8s(pod).is_ok_and(|p| p.tolerations.iter().any(|t| t.tolerates(&taint)))
-}
-
-/// Whether a deleted pod has outstayed its deletion by a minute: it is left
-/// to the kubelet rather than waited for.
-fn is_stuck_terminating(pod: &Pod) -> bool {
-    pod.metadata
-        .deletion_timestamp
-        .as_ref()
-        .is_some_and(|t| now() - seconds(t) > 60)
-}
-
-/// Whether a pod on a draining node must leave it before the node goes.
-pub fn is_waiting_eviction(pod: &Pod) -> bool {
-    !is_terminal(pod)
-        && !tolerates_disrupted_taint(pod)
-        && !is_stuck_terminating(pod)
-        && !is_static(pod)
-}
-
-/// Whether `karpenter.sh/do-not-disrupt` holds the pod now: `"true"`, or a
-/// duration counted from the pod's start that has not run out. Other values
-/// are ignored.
-pub fn do_not_disrupt_active(pod: &Pod) -> bool {
-    let Some(value) = pod.annotations().get(DO_NOT_DISRUPT_ANNOTATION_KEY) else {
-        return false;
-    };
-    if value == "true" {
-        return true;
-    }
-    let Ok(duration) = parse_go_duration(value) else {
-        return false;
-    };
-    let started = pod.status.as_ref().and_then(|s| s.start_time.as_ref());
-    match started {
-        Some(start) => {
-            now()
-                < seconds(start)
-                    .saturating_add(i64::try_from(duration.as_secs()).unwrap_or(i64::MAX))
-        }
-        None => true,
-    }
-}
-
 /// The pods to remove next: the first non-empty tier, in Karpenter's order.
 pub fn next_tier(pods: &[&Pod]) -> Vec<Pod> {
     let tiers = [(false, false), (false, true), (true, false), (true, true)];
     for (critical, daemon) in tiers {
         let tier: Vec<Pod> = pods
             .iter()
-            .filter(|p| is_critical(p) == critical && is_daemon(p) == daemon)
+            .filter(|p| is_critical(p) == critical && owned_by_daemon_set(p) == daemon)
             .map(|p| Pod::clone(p))
             .collect();
         if !tier.is_empty() {

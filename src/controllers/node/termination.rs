@@ -16,13 +16,14 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 
-use super::drain::{DRAIN_RETRY, Removal, is_waiting_eviction, next_tier, remove};
+use super::drain::{DRAIN_RETRY, Removal, next_tier, remove};
 use crate::apis::conditions::{NODE_CLAIM_DRAINED, NODE_CLAIM_INSTANCE_TERMINATING, set_condition};
 use crate::apis::labels::{
     DISRUPTED_TAINT_KEY, EXCLUDE_FROM_LOAD_BALANCERS_LABEL_KEY,
     NODE_CLAIM_TERMINATION_TIMESTAMP_ANNOTATION_KEY, NODE_POOL_LABEL_KEY, TERMINATION_FINALIZER,
 };
 use crate::apis::{ConditionStatus, NodeClaim};
+use crate::cluster::pods::is_waiting_eviction;
 use crate::controllers::ControllerError;
 use crate::controllers::nodeclaim::{NodeClaimContext, node_claim_of, patch_conditions};
 

@@ -14,7 +14,6 @@
 mod batcher;
 mod node_claims;
 mod plan;
-mod pods;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,11 +26,11 @@ use kube::{Client, Resource, ResourceExt};
 
 pub use batcher::{BatchWindows, Batcher};
 pub use node_claims::{generate_name, node_claim_object};
-pub use pods::is_provisionable;
 
 use super::ControllerError;
 use crate::apis::{NodeClaim, NodePool};
 use crate::aws::instance_types::InstanceTypeProvider;
+use crate::cluster::pods::is_provisionable;
 use crate::cluster::{ClusterState, pod_key};
 use crate::metrics::{labels, metrics};
 use crate::scheduling::{NewNodeClaim, SchedulerOptions, SchedulingResult};

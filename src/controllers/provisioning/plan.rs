@@ -5,16 +5,17 @@
 //! types read the same as when that plan began ([`Stamp`]), so it is the
 //! plan the round would have made, from a snapshot taken a little earlier.
 
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use tokio::task::JoinHandle;
 
-use super::pods::is_provisionable;
 use crate::apis::NodePool;
 use crate::aws::instance_types::InstanceTypeProvider;
-use crate::cluster::{ClusterState, ConvertedPods, InputError, scheduler_input};
+use crate::cluster::pods::is_provisionable;
+use crate::cluster::{ClusterState, ConvertedPods, InputError, cluster_input, pool_specs};
 use crate::scheduling::{Scheduler, SchedulerOptions, SchedulingResult};
 
 /// What a plan was made from: equal stamps mean nothing a plan reads
@@ -101,12 +102,9 @@ impl Planner {
                 solved: None,
             };
         }
-        let prepared = scheduler_input(
-            &snapshot,
-            &self.instance_types,
-            self.options.clone(),
-            &self.converted,
-        );
+        let specs = pool_specs(&snapshot, &self.instance_types);
+        let cluster = cluster_input(&snapshot, &self.converted, &HashSet::new());
+        let prepared = specs.prepare(cluster, self.options.clone());
         let prepare = started.elapsed();
         let result = Scheduler::new(prepared.input).solve();
         let solve = started.elapsed() - prepare;

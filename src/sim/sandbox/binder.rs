@@ -35,7 +35,8 @@ use super::pod_status::{
 use crate::apis::labels::DISRUPTED_TAINT_KEY;
 use crate::aws::instance_types::InstanceTypeProvider;
 use crate::cluster::{
-    ClusterSnapshot, ClusterState, ConvertedPods, owned_by_daemon_set, pod_key, scheduler_input,
+    ClusterSnapshot, ClusterState, ConvertedPods, cluster_input, pod_key, pods,
+    pods::owned_by_daemon_set, pool_specs,
 };
 use crate::controllers::ControllerError;
 use crate::scheduling::{Scheduler, SchedulerOptions, SchedulingResult, convert};
@@ -307,12 +308,9 @@ impl Binder {
             .collect();
         let instance_types = self.instance_types.clone();
         let result = tokio::task::spawn_blocking(move || {
-            let mut prepared = scheduler_input(
-                &snapshot,
-                &instance_types,
-                SchedulerOptions::default(),
-                &ConvertedPods::default(),
-            );
+            let pools = pool_specs(&snapshot, &instance_types);
+            let cluster = cluster_input(&snapshot, &ConvertedPods::default(), &HashSet::new());
+            let mut prepared = pools.prepare(cluster, SchedulerOptions::default());
             for problem in &prepared.problems {
                 tracing::debug!(%problem, "binder: left out");
             }
@@ -462,12 +460,6 @@ fn bound_node(pod: &Pod) -> Option<String> {
 
 /// Whether an unbound pod is for this scheduler to place now.
 fn is_ours_to_place(pod: &Pod) -> bool {
-    let spec = pod.spec.as_ref();
-    let scheduler = spec.and_then(|s| s.scheduler_name.as_deref());
-    let gated = spec.is_some_and(|s| s.scheduling_gates.as_ref().is_some_and(|g| !g.is_empty()));
-    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-    scheduler.is_none_or(|s| s == SCHEDULER_NAME)
-        && !gated
-        && pod.metadata.deletion_timestamp.is_none()
-        && !matches!(phase, Some("Succeeded" | "Failed"))
+    let scheduler = pod.spec.as_ref().and_then(|s| s.scheduler_name.as_deref());
+    scheduler.is_none_or(|s| s == SCHEDULER_NAME) && !pods::is_gated(pod) && pods::is_active(pod)
 }

@@ -37,10 +37,7 @@ use crate::aws::catalog::Catalog;
 use crate::scheduling::InstanceType;
 
 pub use blocking::run_blocking;
-pub use outcome::{
-    EXTENSIONS_READY, ExtensionEvent, MAX_CONDITION_MESSAGE, ModuleReport, Outcome, Reorder,
-    drops_by_reason, try_order,
-};
+pub use outcome::{ExtensionEvent, ModuleReport, Outcome, Reorder, drops_by_reason, try_order};
 pub use records::filter_records;
 
 /// The AMI selector that replaces a skipped or shadowed one.

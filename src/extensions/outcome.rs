@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::apis::FailurePolicy;
 use crate::apis::extensions::ExtensionMode;
-use crate::scheduling::InstanceType;
+use crate::scheduling::{InstanceType, LaunchRank, launch_order};
 
 /// How many names a shadow summary quotes.
 const EXAMPLES: usize = 3;
@@ -48,13 +48,12 @@ impl Reorder {
     }
 }
 
-/// Instance type names ordered as the scheduler tries them: higher score
-/// first, then the cheapest available offering, then candidate order.
+/// Instance type names in [`launch_order`]: higher score first, then the
+/// cheapest available offering, then by name.
 pub fn try_order(types: &[InstanceType], scores: &dyn Fn(&str) -> i64) -> Vec<String> {
-    let mut ranked: Vec<(i64, f64, usize)> = types
+    let mut ranked: Vec<LaunchRank> = types
         .iter()
-        .enumerate()
-        .map(|(i, it)| {
+        .map(|it| {
             let price = it
                 .offerings
                 .iter()
@@ -62,13 +61,13 @@ pub fn try_order(types: &[InstanceType], scores: &dyn Fn(&str) -> i64) -> Vec<St
                 .map(|o| o.price)
                 .min_by(f64::total_cmp)
                 .unwrap_or(f64::INFINITY);
-            (scores(&it.name), price, i)
+            (scores(&it.name), price, it.name.as_str())
         })
         .collect();
-    ranked.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.total_cmp(&b.1)).then(a.2.cmp(&b.2)));
+    ranked.sort_by(|a, b| launch_order(*a, *b));
     ranked
         .into_iter()
-        .map(|(_, _, i)| types[i].name.clone())
+        .map(|(_, _, name)| name.to_string())
         .collect()
 }
 

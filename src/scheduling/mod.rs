@@ -11,6 +11,7 @@ mod index;
 pub mod input;
 pub mod instance_type;
 pub mod labels;
+pub mod launch_order;
 pub mod node_pool;
 pub mod pod;
 pub mod requirements;
@@ -24,6 +25,7 @@ pub use input::{
     NodePoolSpec, PodError, SchedulerInput, SchedulerOptions, SchedulingResult,
 };
 pub use instance_type::{CapacityType, InstanceType, Offering, Overhead};
+pub use launch_order::{LaunchRank, launch_order};
 pub use pod::{
     ContainerRequests, HostPort, LabelSelector, NamespaceScope, NodeInclusionPolicy, Pod,
     PodAffinityTerm, SelectorExpression, TopologySpreadConstraint, Weighted, WhenUnsatisfiable,

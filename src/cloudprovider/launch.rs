@@ -62,7 +62,7 @@ pub fn launch_options(
     if let Some(why) = &launchable.blocked {
         return Err(CloudProviderError::NodeClassNotReady {
             node_class: node_class.to_string(),
-            reason: why.clone(),
+            reason: why.to_string(),
         });
     }
     let requirements = node_claim_requirements(claim).map_err(|e| CloudProviderError::Create {

@@ -21,7 +21,8 @@ use crate::aws::instance_types::{InstanceTypeProvider, ResolveError};
 use crate::extensions::{ConfigMapSource, Outcome, is_config_map};
 use crate::scheduling::node_pool::{node_claim_requirements, node_pool_spec};
 use crate::scheduling::{
-    ConvertError, ExistingNode, NodePoolSpec, Resources, SchedulerInput, SchedulerOptions, convert,
+    Blocked, BlockedReason, ConvertError, ExistingNode, NodePoolSpec, Resources, SchedulerInput,
+    SchedulerOptions, convert,
 };
 
 /// An object that could not be used as it is.
@@ -226,7 +227,13 @@ fn pool_spec(
         .find(|c| c.metadata.name.as_deref() == Some(reference.name.as_str()));
     let Some(class) = class else {
         let mut spec = node_pool_spec(pool, Arc::default())?;
-        spec.blocked = Some(format!("EC2NodeClass {:?} not found", reference.name));
+        spec.blocked = Some(
+            Blocked::new(
+                BlockedReason::NodeClassNotFound,
+                format!("EC2NodeClass {:?} not found", reference.name),
+            )
+            .to_string(),
+        );
         let problem = InputError::MissingNodeClass {
             node_pool: pool_name,
             node_class: reference.name.clone(),
@@ -242,9 +249,13 @@ fn pool_spec(
         Ok(outcome) => outcome,
         Err(source) => {
             let mut spec = node_pool_spec(pool, Arc::default())?;
-            spec.blocked = Some(format!(
-                "EC2NodeClass {class_name:?} cannot be resolved: {source}"
-            ));
+            spec.blocked = Some(
+                Blocked::new(
+                    BlockedReason::NodeClassNotResolvable,
+                    format!("EC2NodeClass {class_name:?} cannot be resolved: {source}"),
+                )
+                .to_string(),
+            );
             let problem = InputError::NodeClass {
                 node_class: class_name,
                 source,
@@ -254,14 +265,19 @@ fn pool_spec(
     };
     let mut spec = node_pool_spec(pool, outcome.instance_types.clone())?;
     spec.priority_scores = outcome.priority_scores.clone();
-    spec.blocked = pool_not_usable(pool).or_else(|| {
-        outcome.blocked.as_deref().map(|why| {
-            // Some messages already name the class; do not name it twice.
-            let prefix = format!("EC2NodeClass {class_name:?}: ");
-            let why = why.strip_prefix(&prefix).unwrap_or(why);
-            format!("EC2NodeClass {class_name:?} cannot launch because of its extensions: {why}")
+    let blocked = pool_not_usable(pool).or_else(|| {
+        outcome.blocked.as_ref().map(|why| {
+            // The message leaves the class's name out; this one names it.
+            Blocked::new(
+                why.reason,
+                format!(
+                    "EC2NodeClass {class_name:?} cannot launch because of its extensions: {}",
+                    why.message
+                ),
+            )
         })
     });
+    spec.blocked = blocked.as_ref().map(ToString::to_string);
     extensions.push(PoolOutcome {
         node_class: class_name,
         node_pool: pool_name,
@@ -283,18 +299,24 @@ impl ConfigMapSource for SharedConfigMaps<'_> {
 }
 
 /// Why a NodePool may not launch by its own state: being deleted, or not ready.
-fn pool_not_usable(pool: &NodePool) -> Option<String> {
+fn pool_not_usable(pool: &NodePool) -> Option<Blocked> {
     if pool.metadata.deletion_timestamp.is_some() {
-        return Some("the NodePool is being deleted".to_string());
+        return Some(Blocked::new(
+            BlockedReason::NodePoolDeleting,
+            "the NodePool is being deleted",
+        ));
     }
     let conditions = pool.status.as_ref()?.conditions.as_deref()?;
     let ready = find_condition(conditions, "Ready")?;
     (!ready.is_true()).then(|| {
-        format!(
-            "the NodePool is not ready (Ready={:?}, {}: {})",
-            ready.status,
-            ready.reason.as_deref().unwrap_or("no reason"),
-            ready.message.as_deref().unwrap_or("no message")
+        Blocked::new(
+            BlockedReason::NodePoolNotReady,
+            format!(
+                "the NodePool is not ready (Ready={:?}, {}: {})",
+                ready.status,
+                ready.reason.as_deref().unwrap_or("no reason"),
+                ready.message.as_deref().unwrap_or("no message")
+            ),
         )
     })
 }

@@ -34,7 +34,7 @@ use nodewright_host::{Host, HostConfig, HostError, Limits, LoadedModule, ModuleR
 use crate::apis::extensions::ExtensionMode;
 use crate::apis::{EC2NodeClass, FailurePolicy, ModuleSource, ResolvedModule};
 use crate::aws::catalog::Catalog;
-use crate::scheduling::InstanceType;
+use crate::scheduling::{Blocked, BlockedReason, InstanceType};
 
 pub use blocking::run_blocking;
 pub use outcome::{ExtensionEvent, ModuleReport, Outcome, Reorder, drops_by_reason, try_order};
@@ -113,7 +113,11 @@ impl Extensions {
             Ok(effective) => effective,
             Err(e) => {
                 return Arc::new(Outcome {
-                    blocked: Some(format!("EC2NodeClass {class_name:?}: {e}")),
+                    blocked: Some(Blocked::of_node_class(
+                        BlockedReason::InvalidExtensions,
+                        class_name,
+                        e.to_string(),
+                    )),
                     ..Outcome::default()
                 });
             }
@@ -258,11 +262,14 @@ impl Extensions {
         let module = match node_class.spec.effective_extensions() {
             Ok(effective) => effective.ami_selector,
             Err(e) => {
-                let message = format!("EC2NodeClass {class_name:?}: {e}");
                 return AmiSelection {
                     amis: Vec::new(),
                     report: None,
-                    blocked: Some(message),
+                    blocked: Some(Blocked::of_node_class(
+                        BlockedReason::InvalidExtensions,
+                        class_name,
+                        e.to_string(),
+                    )),
                 };
             }
         };
@@ -285,7 +292,7 @@ impl Extensions {
             (ExtensionMode::Enforce, Err(message)) => {
                 let fallback = match module.failure_policy {
                     FailurePolicy::Fail => {
-                        blocked = Some(message.clone());
+                        blocked = Some(Blocked::new(BlockedReason::ModuleFailed, message.clone()));
                         Vec::new()
                     }
                     // Skipped: the built-in default decides, so a skipped
@@ -427,7 +434,7 @@ pub struct AmiSelection {
     pub report: Option<ModuleReport>,
     /// Set when the extensions are invalid or a `failurePolicy: Fail`
     /// selector failed: the class may not launch.
-    pub blocked: Option<String>,
+    pub blocked: Option<Blocked>,
 }
 
 /// What a module is told about the call; `config` is the entry's JSON
@@ -488,7 +495,7 @@ fn report_for(module: &ResolvedModule, role: Role) -> ModuleReport {
 
 fn fail(outcome: &mut Outcome, report: &mut ModuleReport, message: String) {
     if report.blocks_on_failure() && outcome.blocked.is_none() {
-        outcome.blocked = Some(message.clone());
+        outcome.blocked = Some(Blocked::new(BlockedReason::ModuleFailed, message.clone()));
     }
     report.error = Some(message);
 }

@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::apis::FailurePolicy;
 use crate::apis::extensions::ExtensionMode;
-use crate::scheduling::{InstanceType, LaunchRank, launch_order};
+use crate::scheduling::{Blocked, InstanceType, LaunchRank, launch_order};
 
 /// How many names a shadow summary quotes.
 const EXAMPLES: usize = 3;
@@ -186,8 +186,9 @@ pub struct Outcome {
     pub priority_scores: Option<Arc<HashMap<String, i32>>>,
     /// One report per module, in evaluation order.
     pub reports: Vec<ModuleReport>,
-    /// Set when a `failurePolicy: Fail` module failed: the NodeClass may not launch.
-    pub blocked: Option<String>,
+    /// Set when a `failurePolicy: Fail` module failed or the extensions are
+    /// invalid: the NodeClass may not launch.
+    pub blocked: Option<Blocked>,
 }
 
 /// An event about a class's extensions.
@@ -211,7 +212,7 @@ impl Outcome {
             events.push(ExtensionEvent {
                 warning: true,
                 reason: "ExtensionModuleFailed",
-                note: blocked.clone(),
+                note: blocked.to_string(),
             });
         }
         for report in &self.reports {

@@ -6,6 +6,7 @@
 //! data. Providers build [`InstanceType`]s; the simulator and controllers build
 //! pods (or convert them from `k8s_openapi` objects).
 
+pub mod blocked;
 pub mod convert;
 mod index;
 pub mod input;
@@ -19,6 +20,7 @@ pub mod resources;
 mod solver;
 pub mod taints;
 
+pub use blocked::{Blocked, BlockedReason};
 pub use convert::{ConvertError, daemonset_pod_from_k8s, node_from_k8s, pod_from_k8s};
 pub use input::{
     ExistingNode, ExistingPlacement, InstanceTypeOption, MinValuesPolicy, NewNodeClaim,

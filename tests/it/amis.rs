@@ -414,7 +414,7 @@ async fn a_failing_selector_blocks_with_fail_and_falls_back_to_the_default_with_
     let found = provider.discover(&fail.spec, "1.34").await.unwrap();
     let blocked = extensions.select_amis(&fail, "us-east-1", found.clone(), &Vec::new(), NOW);
     assert!(blocked.amis.is_empty());
-    let why = blocked.blocked.expect("Fail blocks the class");
+    let why = blocked.blocked.expect("Fail blocks the class").to_string();
     assert!(
         why.contains("spec.extensions.amiSelector (broken)"),
         "{why}"

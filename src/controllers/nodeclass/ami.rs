@@ -10,6 +10,7 @@ use crate::apis::ec2nodeclass::AMIStatus;
 use crate::apis::{Condition, ConditionStatus, EC2NodeClass};
 use crate::aws::amis::{AmiError, status_amis};
 use crate::extensions::{AmiSelection, run_blocking, unix_now};
+use crate::scheduling::{Blocked, BlockedReason};
 
 use super::super::{Context, ControllerError};
 use super::conditions::Stamp;
@@ -55,11 +56,11 @@ pub async fn select(
                 |why| AmiSelection {
                     amis: Vec::new(),
                     report: None,
-                    blocked: Some(why),
+                    blocked: Some(Blocked::new(BlockedReason::ExtensionsTimedOut, why)),
                 },
             )
             .await?;
-            let why = selection.blocked.clone();
+            let why = selection.blocked.as_ref().map(ToString::to_string);
             (Some(selection), why)
         }
         Err(e) => (None, Some(format!("discovering AMIs: {e}"))),

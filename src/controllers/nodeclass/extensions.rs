@@ -15,6 +15,7 @@ use crate::apis::conditions::EC2_NODE_CLASS_EXTENSIONS_READY;
 use crate::apis::{Condition, ConditionStatus, EC2NodeClass, NodePool};
 use crate::aws::instance_types::InstanceTypeProvider;
 use crate::extensions::{AmiSelection, ConfigMapSource, ModuleReport, Outcome, run_blocking};
+use crate::scheduling::{Blocked, BlockedReason};
 
 use super::super::{Context, ControllerError};
 use super::conditions::Stamp;
@@ -87,7 +88,7 @@ pub async fn run(
         move || instance_type_outcomes(&class, &pools, &provider, &config_maps),
         |why| {
             let blocked = Outcome {
-                blocked: Some(why),
+                blocked: Some(Blocked::new(BlockedReason::ExtensionsTimedOut, why)),
                 ..Outcome::default()
             };
             (vec![Arc::new(blocked)], false)
@@ -118,7 +119,10 @@ fn instance_type_outcomes(
             Ok(outcome) => outcomes.push(outcome),
             Err(e) => {
                 let blocked = Outcome {
-                    blocked: Some(format!("{UNRESOLVABLE}: {e}")),
+                    blocked: Some(Blocked::new(
+                        BlockedReason::NodeClassNotResolvable,
+                        format!("{UNRESOLVABLE}: {e}"),
+                    )),
                     ..Outcome::default()
                 };
                 return (vec![Arc::new(blocked)], true);
@@ -170,7 +174,7 @@ pub fn extensions_ready(
         (Some(blocked), _) => (
             ConditionStatus::False,
             "ModuleFailed",
-            vec![blocked.clone()],
+            vec![blocked.to_string()],
         ),
         (None, true) => (
             ConditionStatus::True,

@@ -285,7 +285,10 @@ impl SimulatedNodeClasses {
                 })
                 .await?;
                 tracing::debug!(nodeclass = %class_name, "AMI selector ran");
-                (status_amis(&selection.amis, now), selection.blocked)
+                (
+                    status_amis(&selection.amis, now),
+                    selection.blocked.as_ref().map(ToString::to_string),
+                )
             }
             Err(e) => (Vec::new(), Some(e.to_string())),
         };

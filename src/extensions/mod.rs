@@ -22,23 +22,22 @@
 
 mod blocking;
 mod outcome;
-mod records;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use nodewright_filter::{Ami, Verdict};
-use nodewright_host::{Host, HostConfig, HostError, Limits, LoadedModule, ModuleRef, Role};
+use nodewright_host::{
+    Host, HostConfig, HostError, InstanceTypeSet, Limits, LoadedModule, ModuleRef, Role,
+};
 
 use crate::apis::extensions::ExtensionMode;
 use crate::apis::{EC2NodeClass, FailurePolicy, ModuleSource, ResolvedModule};
-use crate::aws::catalog::Catalog;
 use crate::scheduling::{Blocked, BlockedReason, InstanceType};
 
 pub use blocking::run_blocking;
 pub use outcome::{ExtensionEvent, ModuleReport, Outcome, Reorder, drops_by_reason, try_order};
-pub use records::filter_records;
 
 /// The AMI selector that replaces a skipped or shadowed one.
 const DEFAULT_AMI_SELECTOR: &str = "available-amis";
@@ -46,6 +45,19 @@ const DEFAULT_AMI_SELECTOR: &str = "available-amis";
 /// Why the answer of a module that ran changed nothing.
 const NO_EFFECT_BLOCKED: &str =
     "no effect: a module failed with failurePolicy Fail, so the EC2NodeClass launches nothing";
+
+/// The candidate table modules are given, built by the side that knows the
+/// EC2 facts behind the instance types (the catalog), so extensions depend
+/// on no provider.
+pub trait CandidateSource {
+    /// Identifies the facts (the catalog's version): cached outcomes are
+    /// kept per version.
+    fn version(&self) -> &str;
+    /// The region, told to modules.
+    fn region(&self) -> &str;
+    /// The records of `instance_types`, in their order.
+    fn records(&self, instance_types: &[InstanceType]) -> InstanceTypeSet;
+}
 
 /// Where ConfigMap-sourced modules are looked up (the API server in the
 /// controller; the given manifests in `simulate`).
@@ -99,12 +111,12 @@ impl Extensions {
     }
 
     /// Filters and scores `instance_types` (resolved for `node_class` from
-    /// `catalog`) for `node_pool`.
+    /// the facts of `catalog`) for `node_pool`.
     pub fn apply(
         &self,
         node_class: &EC2NodeClass,
         node_pool: &str,
-        catalog: &Catalog,
+        catalog: &dyn CandidateSource,
         instance_types: Arc<Vec<InstanceType>>,
         config_maps: &dyn ConfigMapSource,
     ) -> Arc<Outcome> {
@@ -147,7 +159,7 @@ impl Extensions {
             let result = self
                 .load(module, Role::InstanceFilter, &field, config_maps)
                 .and_then(|loaded| {
-                    let set = filter_records(catalog, &outcome.instance_types);
+                    let set = catalog.records(&outcome.instance_types);
                     loaded
                         .filter(&context(&module.config), &set)
                         .map_err(|e| format!("{field} ({}): {e}", module.name))
@@ -188,7 +200,7 @@ impl Extensions {
             let result = self
                 .load(module, Role::PriorityScorer, &field, config_maps)
                 .and_then(|loaded| {
-                    let set = filter_records(catalog, &outcome.instance_types);
+                    let set = catalog.records(&outcome.instance_types);
                     loaded
                         .score(&context(&module.config), &set)
                         .map_err(|e| format!("{field} ({}): {e}", module.name))

@@ -142,7 +142,7 @@ impl InstanceTypeProvider {
         let catalog = self.catalog();
         let outcome = self
             .extensions
-            .apply(class, pool, &catalog, types, config_maps);
+            .apply(class, pool, catalog.as_ref(), types, config_maps);
         if self.unavailable.entries().is_empty() {
             return Ok(outcome);
         }

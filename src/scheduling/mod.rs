@@ -15,6 +15,7 @@ pub mod labels;
 pub mod launch_order;
 pub mod node_pool;
 pub mod pod;
+pub mod pod_key;
 pub mod requirements;
 pub mod resources;
 mod solver;
@@ -33,6 +34,7 @@ pub use pod::{
     PodAffinityTerm, SelectorExpression, TopologySpreadConstraint, Weighted, WhenUnsatisfiable,
     effective_requests,
 };
+pub use pod_key::PodKey;
 pub use requirements::{
     Incompatibility, Operator, Requirement, RequirementError, Requirements, ValueSet,
 };

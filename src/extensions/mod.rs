@@ -18,13 +18,18 @@
 //! then say their answer had no effect.
 //!
 //! Calls block their thread; the controller runs them through
-//! [`run_blocking`], bounded by [`Extensions::time_bound`].
+//! [`run_blocking`], bounded by [`Extensions::time_bound`]. At most
+//! [`ExtensionSettings::concurrency`] evaluations call into modules at once,
+//! and at most [`ExtensionSettings::cache_entries`] outcomes are kept.
 
 mod blocking;
+mod cache;
 mod outcome;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
+
+use cache::{CallLimit, ModuleKey, OutcomeCache, OutcomeKey};
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use nodewright_filter::{Ami, Verdict};
@@ -37,6 +42,7 @@ use crate::apis::{EC2NodeClass, FailurePolicy, ModuleSource, ResolvedModule};
 use crate::scheduling::{Blocked, BlockedReason, InstanceType};
 
 pub use blocking::run_blocking;
+pub use cache::ExtensionSettings;
 pub use outcome::{ExtensionEvent, ModuleReport, Outcome, Reorder, drops_by_reason, try_order};
 
 /// The AMI selector that replaces a skipped or shadowed one.
@@ -89,7 +95,8 @@ pub fn is_config_map(config_map: &ConfigMap, namespace: &str, name: &str) -> boo
 /// instance types given.
 pub struct Extensions {
     host: Host,
-    cache: Mutex<HashMap<String, Arc<Outcome>>>,
+    cache: OutcomeCache,
+    calls: CallLimit,
     /// Fingerprints of the instance-type lists seen lately, by list: a list
     /// is resolved once and handed to every call until it changes, and
     /// hashing a thousand types' offerings on each call cost more than the
@@ -101,11 +108,20 @@ pub struct Extensions {
 const FINGERPRINTS_KEPT: usize = 16;
 
 impl Extensions {
-    /// Starts the sandbox host.
+    /// Starts the sandbox host with the default [`ExtensionSettings`].
     pub fn new(config: HostConfig) -> Result<Self, HostError> {
+        Self::with_settings(config, ExtensionSettings::default())
+    }
+
+    /// Starts the sandbox host, keeping and running as much as `settings` allow.
+    pub fn with_settings(
+        config: HostConfig,
+        settings: ExtensionSettings,
+    ) -> Result<Self, HostError> {
         Ok(Self {
             host: Host::new(config)?,
-            cache: Mutex::new(HashMap::new()),
+            cache: OutcomeCache::new(settings.cache_entries),
+            calls: CallLimit::new(settings.concurrency),
             fingerprints: Mutex::new(Vec::new()),
         })
     }
@@ -134,15 +150,19 @@ impl Extensions {
                 });
             }
         };
-        let key = format!(
-            "{class_name}/{}/{node_pool}/{}/{:016x}/{effective:?}",
-            node_class.metadata.generation.unwrap_or_default(),
-            catalog.version(),
-            self.fingerprint_of(&instance_types),
-        );
-        if let Some(hit) = self.cache.lock().ok().and_then(|c| c.get(&key).cloned()) {
+        let key = OutcomeKey {
+            node_class: class_name.clone(),
+            generation: node_class.metadata.generation.unwrap_or_default(),
+            node_pool: node_pool.to_string(),
+            catalog_version: catalog.version().to_string(),
+            instance_types: self.fingerprint_of(&instance_types),
+            modules: ModuleKey::all(&effective),
+        };
+        if let Some(hit) = self.cache.get(&key) {
             return hit;
         }
+        // Held until every module of this evaluation has run.
+        let _turn = self.calls.turn();
         // Informational for filters and scorers; their results are cached
         // per catalog version whatever the time.
         let now = unix_now();
@@ -253,8 +273,8 @@ impl Extensions {
         // only clean outcomes are kept; a failing module is tried again on
         // the next evaluation.
         let clean = outcome.blocked.is_none() && outcome.reports.iter().all(|r| r.error.is_none());
-        if clean && let Ok(mut cache) = self.cache.lock() {
-            cache.insert(key, outcome.clone());
+        if clean {
+            self.cache.insert(key, outcome.clone());
         }
         outcome
     }
@@ -287,6 +307,8 @@ impl Extensions {
         };
         let field = "spec.extensions.amiSelector";
         let mut report = report_for(&module, Role::AmiSelector);
+        // Held until the selector (or the default in its place) has run.
+        let _turn = self.calls.turn();
         let context = module_context("", &class_name, region, &module.config, now);
         let result = self
             .load(&module, Role::AmiSelector, field, config_maps)

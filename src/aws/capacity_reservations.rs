@@ -18,13 +18,13 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use aws_sdk_ec2::types::{CapacityReservationState, Filter};
 
 use super::errors::AwsError;
 use super::filters::{describe_tags, filter, tag_filters};
-use super::ttl_cache::TtlCache;
+use super::ttl_cache;
 use crate::apis::ec2nodeclass::{CapacityReservationSelectorTerm, InstanceMatchCriteria};
 
 /// How long one query's answer is reused.
@@ -34,7 +34,7 @@ pub const AVAILABILITY_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 /// `MaxResults` of each filtered page (the API's maximum).
 const PAGE_SIZE: i32 = 1000;
 /// Entries each cache keeps at most.
-const MAX_CACHED: usize = 4096;
+const MAX_CACHED: u64 = 4096;
 /// EC2's error code for a reservation id it does not know.
 const NOT_FOUND: &str = "InvalidCapacityReservationId.NotFound";
 
@@ -104,21 +104,32 @@ impl ReservationError {
 /// refreshes it) and the instance-type provider (which offers them).
 #[derive(Debug)]
 pub struct ReservationAvailability {
-    counts: TtlCache<String, u32>,
+    counts: moka::sync::Cache<String, Count>,
     /// Bumped on every count written.
     version: AtomicU64,
 }
 
 impl Default for ReservationAvailability {
     fn default() -> Self {
-        ReservationAvailability {
-            counts: TtlCache::new(AVAILABILITY_TTL, MAX_CACHED),
-            version: AtomicU64::new(0),
-        }
+        ReservationAvailability::with_ttl(AVAILABILITY_TTL)
     }
 }
 
 impl ReservationAvailability {
+    /// Counts living `ttl` from EC2's answer (launches and terminations
+    /// change a count without renewing it); at most [`MAX_CACHED`]
+    /// reservations, the least recently used going first.
+    fn with_ttl(ttl: Duration) -> Self {
+        ReservationAvailability {
+            counts: moka::sync::Cache::builder()
+                .max_capacity(MAX_CACHED)
+                .expire_after(FromEc2Answer(ttl))
+                .eviction_policy(moka::policy::EvictionPolicy::lru())
+                .build(),
+            version: AtomicU64::new(0),
+        }
+    }
+
     /// Changes whenever a count is written, so a decision made from the
     /// counts knows when they moved.
     pub fn version(&self) -> u64 {
@@ -131,33 +142,84 @@ impl ReservationAvailability {
 
     /// Instances reservation `id` has room for, if it was seen lately.
     pub fn available(&self, id: &str) -> Option<u32> {
-        self.counts.get(&id.to_string())
+        self.counts.get(id).map(|c| c.free)
     }
 
     /// Records EC2's count for `id`.
     pub fn set(&self, id: &str, count: u32) {
-        self.counts.insert(id.to_string(), count);
+        let written = Instant::now();
+        self.counts.insert(
+            id.to_string(),
+            Count {
+                free: count,
+                written,
+            },
+        );
         self.written();
     }
 
     /// One instance was launched into `id`.
     pub fn mark_launched(&self, id: &str) {
-        self.counts
-            .update(&id.to_string(), |count| *count = count.saturating_sub(1));
+        self.update(id, |count| count.saturating_sub(1));
         self.written();
     }
 
     /// One instance of `id` was terminated.
     pub fn mark_terminated(&self, id: &str) {
-        self.counts
-            .update(&id.to_string(), |count| *count = count.saturating_add(1));
+        self.update(id, |count| count.saturating_add(1));
         self.written();
     }
 
     /// A launch into `id` found no room: treat it as full until EC2 says otherwise.
     pub fn mark_unavailable(&self, id: &str) {
-        self.counts.update(&id.to_string(), |count| *count = 0);
+        self.update(id, |_| 0);
         self.written();
+    }
+
+    /// Changes the live count of `id`, keeping the time EC2 gave it.
+    fn update(&self, id: &str, change: impl FnOnce(u32) -> u32) {
+        self.counts
+            .entry_by_ref(id)
+            .and_compute_with(|found| match found {
+                Some(entry) => {
+                    let count = entry.into_value();
+                    moka::ops::compute::Op::Put(Count {
+                        free: change(count.free),
+                        ..count
+                    })
+                }
+                None => moka::ops::compute::Op::Nop,
+            });
+    }
+}
+
+/// A reservation's free instances and when EC2 reported them.
+#[derive(Debug, Clone, Copy)]
+struct Count {
+    free: u32,
+    written: Instant,
+}
+
+/// Expires a count its TTL after EC2's answer, however often it was
+/// changed since.
+struct FromEc2Answer(Duration);
+
+impl moka::Expiry<String, Count> for FromEc2Answer {
+    fn expire_after_create(&self, _: &String, _: &Count, _: Instant) -> Option<Duration> {
+        Some(self.0)
+    }
+
+    fn expire_after_update(
+        &self,
+        _: &String,
+        count: &Count,
+        updated_at: Instant,
+        _: Option<Duration>,
+    ) -> Option<Duration> {
+        Some(
+            self.0
+                .saturating_sub(updated_at.saturating_duration_since(count.written)),
+        )
     }
 }
 
@@ -175,7 +237,7 @@ enum Query {
 /// Finds capacity reservations by selector terms.
 pub struct CapacityReservationProvider {
     ec2: aws_sdk_ec2::Client,
-    cache: TtlCache<String, Arc<Vec<CapacityReservation>>>,
+    cache: moka::sync::Cache<String, Arc<Vec<CapacityReservation>>>,
     availability: Arc<ReservationAvailability>,
 }
 
@@ -184,7 +246,8 @@ impl CapacityReservationProvider {
     pub fn new(ec2: aws_sdk_ec2::Client, availability: Arc<ReservationAvailability>) -> Self {
         CapacityReservationProvider {
             ec2,
-            cache: TtlCache::new(RESERVATIONS_TTL, MAX_CACHED),
+            // Each query's answer lives RESERVATIONS_TTL; at most MAX_CACHED.
+            cache: ttl_cache(RESERVATIONS_TTL, MAX_CACHED),
             availability,
         }
     }
@@ -384,5 +447,17 @@ mod tests {
         assert_eq!(availability.available("cr-1"), Some(0));
         availability.mark_launched("cr-unknown");
         assert_eq!(availability.available("cr-unknown"), None);
+    }
+
+    #[test]
+    fn a_changed_count_expires_with_ec2s_answer() {
+        let availability = ReservationAvailability::with_ttl(Duration::from_millis(50));
+        availability.set("cr-1", 2);
+        std::thread::sleep(Duration::from_millis(30));
+        availability.mark_launched("cr-1");
+        // Only lower bounds on time: at least 70 ms have passed since EC2's
+        // answer, so the count is gone unless the launch renewed it.
+        std::thread::sleep(Duration::from_millis(40));
+        assert_eq!(availability.available("cr-1"), None);
     }
 }

@@ -31,13 +31,13 @@ use aws_sdk_ec2::types::{
 };
 
 use super::errors::AwsError;
-use super::ttl_cache::TtlCache;
+use super::ttl_cache;
 use crate::apis::ec2nodeclass::{EnabledDisabled, HttpTokens, MetadataOptions};
 
 /// How long an answer is reused.
 pub const VALIDATION_TTL: Duration = Duration::from_secs(30 * 60);
 /// Requests whose answers are kept at once.
-const MAX_CACHED: usize = 4096;
+const MAX_CACHED: u64 = 4096;
 /// The launch template the dry runs name; it need not exist.
 pub const DRY_RUN_LAUNCH_TEMPLATE: &str = "nodewright-dry-run";
 
@@ -149,7 +149,7 @@ pub enum DryRunVerdict {
 /// Runs and caches the dry runs.
 pub struct DryRunProvider {
     ec2: aws_sdk_ec2::Client,
-    cache: TtlCache<(String, u64), DryRunVerdict>,
+    cache: moka::sync::Cache<(String, u64), DryRunVerdict>,
 }
 
 /// How one dry-run call ended.
@@ -163,7 +163,8 @@ impl DryRunProvider {
     pub fn new(ec2: aws_sdk_ec2::Client) -> Self {
         DryRunProvider {
             ec2,
-            cache: TtlCache::new(VALIDATION_TTL, MAX_CACHED),
+            // Each answer lives VALIDATION_TTL; at most MAX_CACHED answers.
+            cache: ttl_cache(VALIDATION_TTL, MAX_CACHED),
         }
     }
 
@@ -184,7 +185,11 @@ impl DryRunProvider {
 
     /// Forgets every answer about class `class_name` (it was deleted).
     pub fn forget(&self, class_name: &str) {
-        self.cache.retain(|(name, _)| name != class_name);
+        for (key, _) in self.cache.iter() {
+            if key.0 == class_name {
+                self.cache.invalidate(key.as_ref());
+            }
+        }
     }
 
     async fn run(&self, request: &DryRunRequest) -> Result<DryRunVerdict, AwsError> {

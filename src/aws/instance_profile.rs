@@ -26,7 +26,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use aws_sdk_iam::types::Tag;
 
 use super::errors::AwsError;
-use super::ttl_cache::TtlCache;
+use super::ttl_cache;
 use crate::apis::EC2NodeClass;
 use crate::apis::labels::{EC2_NODE_CLASS_LABEL_KEY, REGION_LABEL_KEY};
 
@@ -38,8 +38,8 @@ pub const ROLE_NOT_FOUND_TTL: Duration = Duration::from_secs(60);
 pub const RECREATION_TTL: Duration = Duration::from_secs(60);
 /// How long a profile just made or just replaced is kept from the garbage collector.
 pub const PROTECTED_TTL: Duration = Duration::from_secs(60 * 60);
-/// Entries each cache keeps at most.
-const MAX_CACHED: usize = 4096;
+/// Entries each cache keeps at most (the least recently used goes first).
+const MAX_CACHED: u64 = 4096;
 /// IAM's error code for a missing entity.
 const NO_SUCH_ENTITY: &str = "NoSuchEntity";
 /// The tag key EKS reads a resource's cluster from.
@@ -88,10 +88,10 @@ impl InstanceProfileError {
 /// Creates, reads and deletes instance profiles.
 pub struct InstanceProfileProvider {
     iam: aws_sdk_iam::Client,
-    profiles: TtlCache<String, InstanceProfile>,
-    missing_roles: TtlCache<String, String>,
-    recently_created: TtlCache<(String, String), String>,
-    protected: TtlCache<String, ()>,
+    profiles: moka::sync::Cache<String, InstanceProfile>,
+    missing_roles: moka::sync::Cache<String, String>,
+    recently_created: moka::sync::Cache<(String, String), String>,
+    protected: moka::sync::Cache<String, ()>,
 }
 
 /// `spec.tags` plus the tags Karpenter puts on every instance profile it
@@ -155,16 +155,17 @@ impl InstanceProfileProvider {
     pub fn new(iam: aws_sdk_iam::Client) -> Self {
         InstanceProfileProvider {
             iam,
-            profiles: TtlCache::new(PROFILE_TTL, MAX_CACHED),
-            missing_roles: TtlCache::new(ROLE_NOT_FOUND_TTL, MAX_CACHED),
-            recently_created: TtlCache::new(RECREATION_TTL, MAX_CACHED),
-            protected: TtlCache::new(PROTECTED_TTL, MAX_CACHED),
+            // TTLs and bound: see the module doc and the constants above.
+            profiles: ttl_cache(PROFILE_TTL, MAX_CACHED),
+            missing_roles: ttl_cache(ROLE_NOT_FOUND_TTL, MAX_CACHED),
+            recently_created: ttl_cache(RECREATION_TTL, MAX_CACHED),
+            protected: ttl_cache(PROTECTED_TTL, MAX_CACHED),
         }
     }
 
     /// The profile `name`, or `None` when IAM has none of that name.
     pub async fn get(&self, name: &str) -> Result<Option<InstanceProfile>, InstanceProfileError> {
-        if let Some(hit) = self.profiles.get(&name.to_string()) {
+        if let Some(hit) = self.profiles.get(name) {
             return Ok(Some(hit));
         }
         let profile = match self
@@ -205,7 +206,7 @@ impl InstanceProfileProvider {
         path: &str,
     ) -> Result<(), InstanceProfileError> {
         let role = role_name(role);
-        if let Some(message) = self.missing_roles.get(&role.to_string()) {
+        if let Some(message) = self.missing_roles.get(role) {
             return Err(InstanceProfileError::RoleNotFound {
                 role: role.to_string(),
                 message,
@@ -234,8 +235,8 @@ impl InstanceProfileProvider {
     /// Deletes profile `name` (removing its role first); a profile that does
     /// not exist is not an error.
     pub async fn delete(&self, name: &str) -> Result<(), InstanceProfileError> {
-        self.profiles.remove(&name.to_string());
-        self.protected.remove(&name.to_string());
+        self.profiles.invalidate(name);
+        self.protected.invalidate(name);
         let profile = match self
             .iam
             .get_instance_profile()
@@ -345,7 +346,7 @@ impl InstanceProfileProvider {
 
     /// Whether `profile` was protected within the last [`PROTECTED_TTL`].
     pub fn is_protected(&self, profile: &str) -> bool {
-        self.protected.get(&profile.to_string()).is_some()
+        self.protected.contains_key(profile)
     }
 
     async fn create(

@@ -16,7 +16,7 @@ use aws_sdk_ec2::types::Filter;
 
 use super::errors::AwsError;
 use super::filters::{describe_tags, filter, tag_filters};
-use super::ttl_cache::TtlCache;
+use super::ttl_cache;
 use crate::apis::ec2nodeclass::SecurityGroupSelectorTerm;
 
 /// How long a selection is reused before EC2 is asked again.
@@ -24,7 +24,7 @@ pub const SECURITY_GROUPS_TTL: Duration = Duration::from_secs(60);
 /// `MaxResults` of each `DescribeSecurityGroups` page.
 const PAGE_SIZE: i32 = 500;
 /// Distinct sets of terms cached at once.
-const MAX_CACHED: usize = 1024;
+const MAX_CACHED: u64 = 1024;
 
 /// A security group instances of the class get.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,7 +83,7 @@ enum Selects<'t> {
 /// Finds security groups by selector terms.
 pub struct SecurityGroupProvider {
     ec2: aws_sdk_ec2::Client,
-    cache: TtlCache<String, Arc<SecurityGroupSelection>>,
+    cache: moka::sync::Cache<String, Arc<SecurityGroupSelection>>,
 }
 
 impl SecurityGroupProvider {
@@ -91,7 +91,8 @@ impl SecurityGroupProvider {
     pub fn new(ec2: aws_sdk_ec2::Client) -> Self {
         SecurityGroupProvider {
             ec2,
-            cache: TtlCache::new(SECURITY_GROUPS_TTL, MAX_CACHED),
+            // Each selection lives SECURITY_GROUPS_TTL; at most MAX_CACHED sets of terms.
+            cache: ttl_cache(SECURITY_GROUPS_TTL, MAX_CACHED),
         }
     }
 

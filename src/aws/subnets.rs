@@ -20,7 +20,7 @@ use aws_sdk_ec2::types::Filter;
 
 use super::errors::AwsError;
 use super::filters::{describe_tags, filter, tag_filters};
-use super::ttl_cache::TtlCache;
+use super::ttl_cache;
 use crate::apis::ec2nodeclass::SubnetSelectorTerm;
 
 /// How long a selection is reused before EC2 is asked again.
@@ -28,7 +28,7 @@ pub const SUBNETS_TTL: Duration = Duration::from_secs(60);
 /// `MaxResults` of each `DescribeSubnets` page.
 const PAGE_SIZE: i32 = 500;
 /// Distinct sets of terms cached at once.
-const MAX_CACHED: usize = 1024;
+const MAX_CACHED: u64 = 1024;
 
 /// A subnet a class may launch into.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,7 +84,7 @@ impl SubnetError {
 /// Finds subnets by selector terms.
 pub struct SubnetProvider {
     ec2: aws_sdk_ec2::Client,
-    cache: TtlCache<String, Arc<SubnetSelection>>,
+    cache: moka::sync::Cache<String, Arc<SubnetSelection>>,
 }
 
 impl SubnetProvider {
@@ -92,7 +92,8 @@ impl SubnetProvider {
     pub fn new(ec2: aws_sdk_ec2::Client) -> Self {
         SubnetProvider {
             ec2,
-            cache: TtlCache::new(SUBNETS_TTL, MAX_CACHED),
+            // Each selection lives SUBNETS_TTL; at most MAX_CACHED sets of terms.
+            cache: ttl_cache(SUBNETS_TTL, MAX_CACHED),
         }
     }
 

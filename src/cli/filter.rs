@@ -17,8 +17,8 @@ mod scaffold;
 
 use super::{CliError, emit};
 use crate::aws::catalog::Catalog;
-use crate::aws::instance_types::{ResolverSettings, resolve_all};
-use crate::extensions::{Reorder, filter_records};
+use crate::aws::instance_types::{ResolverSettings, filter_records, resolve_all};
+use crate::extensions::Reorder;
 
 /// Arguments of `nodewright filter`.
 #[derive(Debug, Args)]

@@ -15,7 +15,7 @@ use crate::apis::labels::{
 };
 use crate::apis::{NodeClaim, NodeClaimStatus};
 use crate::scheduling::node_pool::node_claim_requirements;
-use crate::scheduling::{InstanceType, Offering, Resources};
+use crate::scheduling::{InstanceType, LaunchRank, Offering, Resources, launch_order};
 
 /// An instance type a NodeClaim may launch, with the offerings it may use.
 #[derive(Debug, Clone)]
@@ -33,6 +33,15 @@ impl LaunchOption {
     /// Price of the cheapest usable offering.
     pub fn price(&self) -> f64 {
         self.offerings.first().map_or(f64::INFINITY, |o| o.price)
+    }
+
+    /// Where it stands in the launch order.
+    fn rank(&self) -> LaunchRank<'_> {
+        (
+            i64::from(self.score.unwrap_or(0)),
+            self.price(),
+            &self.instance_type.name,
+        )
     }
 }
 
@@ -53,7 +62,7 @@ pub fn launch_options(
     if let Some(why) = &launchable.blocked {
         return Err(CloudProviderError::NodeClassNotReady {
             node_class: node_class.to_string(),
-            reason: why.clone(),
+            reason: why.to_string(),
         });
     }
     let requirements = node_claim_requirements(claim).map_err(|e| CloudProviderError::Create {
@@ -109,13 +118,7 @@ pub fn launch_options(
             ),
         });
     }
-    options.sort_by(|a, b| {
-        b.score
-            .unwrap_or(0)
-            .cmp(&a.score.unwrap_or(0))
-            .then_with(|| a.price().total_cmp(&b.price()))
-            .then_with(|| a.instance_type.name.cmp(&b.instance_type.name))
-    });
+    options.sort_by(|a, b| launch_order(a.rank(), b.rank()));
     Ok(options)
 }
 

@@ -24,7 +24,7 @@ use async_trait::async_trait;
 use k8s_openapi::api::core::v1::ConfigMap;
 
 use crate::apis::{EC2NodeClass, NodeClaim, NodePool};
-use crate::scheduling::InstanceType;
+use crate::scheduling::{Blocked, InstanceType};
 
 pub use drift::node_class_hash_drifted;
 pub use error::{BoxError, CloudProviderError, OfferingKey};
@@ -67,7 +67,7 @@ pub struct LaunchableTypes {
     pub priority_scores: Option<Arc<HashMap<String, i32>>>,
     /// Set when the class may not launch (a `failurePolicy: Fail` module
     /// failed, its settings are invalid): why.
-    pub blocked: Option<String>,
+    pub blocked: Option<Blocked>,
 }
 
 /// Where a provider gets a NodePool's launchable instance types from (the

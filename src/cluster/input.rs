@@ -23,7 +23,7 @@ use crate::aws::instance_types::{InstanceTypeProvider, ResolveError};
 use crate::extensions::Outcome;
 use crate::scheduling::node_pool::node_claim_requirements;
 use crate::scheduling::{
-    ConvertError, ExistingNode, Pod, Resources, SchedulerInput, SchedulerOptions, convert,
+    ConvertError, ExistingNode, Pod, PodKey, Resources, SchedulerInput, SchedulerOptions, convert,
 };
 
 /// An object that could not be used as it is.
@@ -164,7 +164,7 @@ pub fn cluster_input(
     // by the caller, or one the pod watch delivered a moment ago).
     let mut extra: HashMap<&str, Vec<&K8sPod>> = HashMap::new();
     // Pods of a record that the snapshot holds a newer version of.
-    let mut stale: HashMap<&str, HashSet<String>> = HashMap::new();
+    let mut stale: HashMap<&str, HashSet<PodKey>> = HashMap::new();
     for pod in snapshot.pods.iter().filter(|p| is_active(p)) {
         if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
             if from_state {

@@ -22,6 +22,7 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod};
 
 use crate::apis::{EC2NodeClass, NodeClaim, NodePool};
+use crate::scheduling::PodKey;
 
 pub use converted::ConvertedPods;
 pub use input::{ClusterInput, InputError, PoolOutcome, Prepared, cluster_input, scheduler_input};
@@ -49,10 +50,10 @@ pub struct ClusterSnapshot {
     pub namespaces: Vec<Arc<Namespace>>,
     /// ConfigMaps extension modules may be stored in.
     pub config_maps: Vec<Arc<ConfigMap>>,
-    /// Pods (`namespace/name`) already planned onto a NodeClaim or Node that
-    /// has not taken them yet, by that NodeClaim's or Node's name: they are
-    /// not provisioned for again.
-    pub nominated: HashMap<String, String>,
+    /// Pods already planned onto a NodeClaim or Node that has not taken
+    /// them yet, with that NodeClaim's or Node's name: they are not
+    /// provisioned for again.
+    pub nominated: HashMap<PodKey, String>,
     /// Each node's record (see [`StateNode`]), by the name pods are bound
     /// by, when the snapshot comes from a [`ClusterState`]; `None` for
     /// manifests, whose records are made when an input is built.
@@ -70,12 +71,11 @@ impl ClusterSnapshot {
     }
 }
 
-/// `namespace/name` of a pod (namespace `default` when unset), the key pods
-/// are reported and nominated by.
-pub fn pod_key(pod: &Pod) -> String {
-    format!(
-        "{}/{}",
+/// The key of a pod (namespace `default` when unset), by which pods are
+/// reported and nominated.
+pub fn pod_key(pod: &Pod) -> PodKey {
+    PodKey::new(
         pod.metadata.namespace.as_deref().unwrap_or("default"),
-        pod.metadata.name.as_deref().unwrap_or_default()
+        pod.metadata.name.as_deref().unwrap_or_default(),
     )
 }

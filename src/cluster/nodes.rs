@@ -17,6 +17,7 @@ use k8s_openapi::api::core::v1::{Node, Pod as K8sPod};
 use kube::ResourceExt;
 
 use super::pod_key;
+use crate::scheduling::PodKey;
 use super::pods::{is_active, is_scheduled};
 use crate::apis::labels::NODE_POOL_LABEL_KEY;
 use crate::apis::{NodeClaim, NodeClaimStatus};
@@ -66,7 +67,7 @@ pub struct StateNode {
     node: Option<Arc<Node>>,
     converted_node: ConvertedNode,
     node_claim: Option<Arc<NodeClaim>>,
-    pods: Arc<BTreeMap<String, Arc<BoundPod>>>,
+    pods: Arc<BTreeMap<PodKey, Arc<BoundPod>>>,
     /// Marked for deletion here or being deleted (set in snapshots).
     pub marked_for_deletion: bool,
     /// Whether pods are nominated to it (set in snapshots).
@@ -104,15 +105,15 @@ impl StateNode {
         self.pods.values()
     }
 
-    /// Keys (`namespace/name`) of the pods bound to it, in order.
-    pub fn pod_keys(&self) -> impl Iterator<Item = &str> {
-        self.pods.keys().map(String::as_str)
+    /// Keys of the pods bound to it, in order.
+    pub fn pod_keys(&self) -> impl Iterator<Item = &PodKey> {
+        self.pods.keys()
     }
 
     /// Its bound pods in the scheduler's terms but those keyed in `skip`
     /// (the caller holds a newer version); the first pod that cannot be
     /// converted is the error.
-    pub fn converted_pods(&self, skip: &HashSet<String>) -> Result<Vec<Pod>, ConvertError> {
+    pub fn converted_pods(&self, skip: &HashSet<PodKey>) -> Result<Vec<Pod>, ConvertError> {
         self.pods
             .iter()
             .filter(|(key, _)| !skip.contains(*key))
@@ -127,7 +128,7 @@ impl StateNode {
     pub fn existing_node(
         &self,
         node: &Node,
-        skip: &HashSet<String>,
+        skip: &HashSet<PodKey>,
     ) -> Result<ExistingNode, ConvertError> {
         let same_version = self
             .node
@@ -152,7 +153,7 @@ impl StateNode {
 
     /// Whether the record holds `pod` (keyed `key`): `Some(true)` this
     /// version, `Some(false)` another, `None` not at all.
-    pub fn holds(&self, key: &str, pod: &K8sPod) -> Option<bool> {
+    pub fn holds(&self, key: &PodKey, pod: &K8sPod) -> Option<bool> {
         self.pods.get(key).map(|held| same_version(&held.pod, pod))
     }
 
@@ -166,7 +167,7 @@ impl StateNode {
 pub struct NodeRecords {
     by_name: HashMap<String, StateNode>,
     /// Pod key → the record it is in.
-    pod_nodes: HashMap<String, String>,
+    pod_nodes: HashMap<PodKey, String>,
     /// NodeClaims by name, and by the provider ID and node name they registered as.
     claims: HashMap<String, Arc<NodeClaim>>,
     claims_by_provider_id: HashMap<String, String>,
@@ -246,9 +247,9 @@ impl NodeRecords {
 
     /// The pod watch listed every pod again: the records hold those.
     pub fn relist_pods(&mut self, pods: impl IntoIterator<Item = Arc<K8sPod>>) {
-        let pods: HashMap<String, Arc<K8sPod>> =
+        let pods: HashMap<PodKey, Arc<K8sPod>> =
             pods.into_iter().map(|p| (pod_key(&p), p)).collect();
-        let gone: Vec<String> = self
+        let gone: Vec<PodKey> = self
             .pod_nodes
             .keys()
             .filter(|k| !pods.contains_key(*k))
@@ -262,7 +263,7 @@ impl NodeRecords {
         }
     }
 
-    fn remove_pod(&mut self, key: &str) {
+    fn remove_pod(&mut self, key: &PodKey) {
         let Some(name) = self.pod_nodes.remove(key) else {
             return;
         };

@@ -15,7 +15,7 @@ use crate::apis::conditions::find_condition;
 use crate::aws::instance_types::InstanceTypeProvider;
 use crate::extensions::{ConfigMapSource, is_config_map};
 use crate::scheduling::node_pool::node_pool_spec;
-use crate::scheduling::{NodePoolSpec, SchedulerInput, SchedulerOptions};
+use crate::scheduling::{Blocked, BlockedReason, NodePoolSpec, SchedulerInput, SchedulerOptions};
 
 /// Every NodePool's spec, what its class's extensions did, and the pools
 /// that could not be used.
@@ -117,7 +117,13 @@ fn pool_spec(
         .find(|c| c.metadata.name.as_deref() == Some(reference.name.as_str()));
     let Some(class) = class else {
         let mut spec = node_pool_spec(pool, Arc::default())?;
-        spec.blocked = Some(format!("EC2NodeClass {:?} not found", reference.name));
+        spec.blocked = Some(
+            Blocked::new(
+                BlockedReason::NodeClassNotFound,
+                format!("EC2NodeClass {:?} not found", reference.name),
+            )
+            .to_string(),
+        );
         let problem = InputError::MissingNodeClass {
             node_pool: pool_name,
             node_class: reference.name.clone(),
@@ -133,9 +139,13 @@ fn pool_spec(
         Ok(outcome) => outcome,
         Err(source) => {
             let mut spec = node_pool_spec(pool, Arc::default())?;
-            spec.blocked = Some(format!(
-                "EC2NodeClass {class_name:?} cannot be resolved: {source}"
-            ));
+            spec.blocked = Some(
+                Blocked::new(
+                    BlockedReason::NodeClassNotResolvable,
+                    format!("EC2NodeClass {class_name:?} cannot be resolved: {source}"),
+                )
+                .to_string(),
+            );
             let problem = InputError::NodeClass {
                 node_class: class_name,
                 source,
@@ -145,14 +155,19 @@ fn pool_spec(
     };
     let mut spec = node_pool_spec(pool, outcome.instance_types.clone())?;
     spec.priority_scores = outcome.priority_scores.clone();
-    spec.blocked = pool_not_usable(pool).or_else(|| {
-        outcome.blocked.as_deref().map(|why| {
-            // Some messages already name the class; do not name it twice.
-            let prefix = format!("EC2NodeClass {class_name:?}: ");
-            let why = why.strip_prefix(&prefix).unwrap_or(why);
-            format!("EC2NodeClass {class_name:?} cannot launch because of its extensions: {why}")
+    let blocked = pool_not_usable(pool).or_else(|| {
+        outcome.blocked.as_ref().map(|why| {
+            // The message leaves the class's name out; this one names it.
+            Blocked::new(
+                why.reason,
+                format!(
+                    "EC2NodeClass {class_name:?} cannot launch because of its extensions: {}",
+                    why.message
+                ),
+            )
         })
     });
+    spec.blocked = blocked.as_ref().map(ToString::to_string);
     extensions.push(PoolOutcome {
         node_class: class_name,
         node_pool: pool_name,
@@ -174,18 +189,24 @@ impl ConfigMapSource for SharedConfigMaps<'_> {
 }
 
 /// Why a NodePool may not launch by its own state: being deleted, or not ready.
-fn pool_not_usable(pool: &NodePool) -> Option<String> {
+fn pool_not_usable(pool: &NodePool) -> Option<Blocked> {
     if pool.metadata.deletion_timestamp.is_some() {
-        return Some("the NodePool is being deleted".to_string());
+        return Some(Blocked::new(
+            BlockedReason::NodePoolDeleting,
+            "the NodePool is being deleted",
+        ));
     }
     let conditions = pool.status.as_ref()?.conditions.as_deref()?;
     let ready = find_condition(conditions, "Ready")?;
     (!ready.is_true()).then(|| {
-        format!(
-            "the NodePool is not ready (Ready={:?}, {}: {})",
-            ready.status,
-            ready.reason.as_deref().unwrap_or("no reason"),
-            ready.message.as_deref().unwrap_or("no message")
+        Blocked::new(
+            BlockedReason::NodePoolNotReady,
+            format!(
+                "the NodePool is not ready (Ready={:?}, {}: {})",
+                ready.status,
+                ready.reason.as_deref().unwrap_or("no reason"),
+                ready.message.as_deref().unwrap_or("no message")
+            ),
         )
     })
 }

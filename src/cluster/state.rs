@@ -31,6 +31,7 @@ use super::{ClusterSnapshot, pod_key};
 use crate::apis::{EC2NodeClass, NodeClaim, NodePool};
 use crate::cloudprovider::NodeClassContext;
 use crate::extensions::is_config_map;
+use crate::scheduling::PodKey;
 
 /// Changes kept for a slow subscriber before it falls behind and is sent a
 /// full resync instead.
@@ -99,8 +100,8 @@ where
 /// What the cluster state tracks beyond what the API server holds.
 #[derive(Debug, Default)]
 struct Tracking {
-    /// Pod key → (NodeClaim or Node name, until when the nomination holds).
-    nominations: HashMap<String, (String, Instant)>,
+    /// Pod → (NodeClaim or Node name, until when the nomination holds).
+    nominations: HashMap<PodKey, (String, Instant)>,
     /// NodeClaims created here and not yet seen in the NodeClaim store.
     created: BTreeMap<String, Arc<NodeClaim>>,
     /// Nodes (by name) a controller is about to delete or drain.
@@ -231,11 +232,11 @@ impl ClusterState {
         self.change_count.load(Ordering::SeqCst)
     }
 
-    /// Records that `pod` (`namespace/name`) is planned onto `target` (a
+    /// Records that `pod` is planned onto `target` (a
     /// NodeClaim or Node) for `period`: until it binds or the period ends
     /// (or, for a NodeClaim still launching, until it launches or is
     /// deleted), it is not provisioned for again.
-    pub fn nominate(&self, pod: &str, target: &str, period: Duration) {
+    pub fn nominate(&self, pod: &PodKey, target: &str, period: Duration) {
         self.nominate_all([pod], target, period);
     }
 
@@ -243,7 +244,7 @@ impl ClusterState {
     /// under one lock.
     pub fn nominate_all<'a>(
         &self,
-        pods: impl IntoIterator<Item = &'a str>,
+        pods: impl IntoIterator<Item = &'a PodKey>,
         target: &str,
         period: Duration,
     ) {
@@ -252,12 +253,12 @@ impl ClusterState {
         for pod in pods {
             tracking
                 .nominations
-                .insert(pod.to_string(), (target.to_string(), until));
+                .insert(pod.clone(), (target.to_string(), until));
         }
     }
 
     /// Where `pod` is nominated, while the nomination holds.
-    pub fn nomination(&self, pod: &str) -> Option<String> {
+    pub fn nomination(&self, pod: &PodKey) -> Option<String> {
         let now = Instant::now();
         self.tracking()
             .nominations
@@ -342,7 +343,7 @@ impl ClusterState {
         let seen: BTreeSet<String> = node_claims.iter().map(|c| c.name_any()).collect();
         tracking.created.retain(|name, _| !seen.contains(name));
         node_claims.extend(tracking.created.values().cloned());
-        let bound: BTreeSet<String> = pods
+        let bound: BTreeSet<PodKey> = pods
             .iter()
             .filter(|p| p.spec.as_ref().is_some_and(|s| s.node_name.is_some()))
             .map(|p| pod_key(p))

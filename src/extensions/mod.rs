@@ -18,30 +18,32 @@
 //! then say their answer had no effect.
 //!
 //! Calls block their thread; the controller runs them through
-//! [`run_blocking`], bounded by [`Extensions::time_bound`].
+//! [`run_blocking`], bounded by [`Extensions::time_bound`]. At most
+//! [`ExtensionSettings::concurrency`] evaluations call into modules at once,
+//! and at most [`ExtensionSettings::cache_entries`] outcomes are kept.
 
 mod blocking;
+mod cache;
 mod outcome;
-mod records;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
+use cache::{CallLimit, ModuleKey, OutcomeCache, OutcomeKey};
+
 use k8s_openapi::api::core::v1::ConfigMap;
 use nodewright_filter::{Ami, Verdict};
-use nodewright_host::{Host, HostConfig, HostError, Limits, LoadedModule, ModuleRef, Role};
+use nodewright_host::{
+    Host, HostConfig, HostError, InstanceTypeSet, Limits, LoadedModule, ModuleRef, Role,
+};
 
 use crate::apis::extensions::ExtensionMode;
 use crate::apis::{EC2NodeClass, FailurePolicy, ModuleSource, ResolvedModule};
-use crate::aws::catalog::Catalog;
-use crate::scheduling::InstanceType;
+use crate::scheduling::{Blocked, BlockedReason, InstanceType};
 
 pub use blocking::run_blocking;
-pub use outcome::{
-    EXTENSIONS_READY, ExtensionEvent, MAX_CONDITION_MESSAGE, ModuleReport, Outcome, Reorder,
-    drops_by_reason, try_order,
-};
-pub use records::filter_records;
+pub use cache::ExtensionSettings;
+pub use outcome::{ExtensionEvent, ModuleReport, Outcome, Reorder, drops_by_reason, try_order};
 
 /// The AMI selector that replaces a skipped or shadowed one.
 const DEFAULT_AMI_SELECTOR: &str = "available-amis";
@@ -49,6 +51,19 @@ const DEFAULT_AMI_SELECTOR: &str = "available-amis";
 /// Why the answer of a module that ran changed nothing.
 const NO_EFFECT_BLOCKED: &str =
     "no effect: a module failed with failurePolicy Fail, so the EC2NodeClass launches nothing";
+
+/// The candidate table modules are given, built by the side that knows the
+/// EC2 facts behind the instance types (the catalog), so extensions depend
+/// on no provider.
+pub trait CandidateSource {
+    /// Identifies the facts (the catalog's version): cached outcomes are
+    /// kept per version.
+    fn version(&self) -> &str;
+    /// The region, told to modules.
+    fn region(&self) -> &str;
+    /// The records of `instance_types`, in their order.
+    fn records(&self, instance_types: &[InstanceType]) -> InstanceTypeSet;
+}
 
 /// Where ConfigMap-sourced modules are looked up (the API server in the
 /// controller; the given manifests in `simulate`).
@@ -80,7 +95,8 @@ pub fn is_config_map(config_map: &ConfigMap, namespace: &str, name: &str) -> boo
 /// instance types given.
 pub struct Extensions {
     host: Host,
-    cache: Mutex<HashMap<String, Arc<Outcome>>>,
+    cache: OutcomeCache,
+    calls: CallLimit,
     /// Fingerprints of the instance-type lists seen lately, by list: a list
     /// is resolved once and handed to every call until it changes, and
     /// hashing a thousand types' offerings on each call cost more than the
@@ -92,22 +108,31 @@ pub struct Extensions {
 const FINGERPRINTS_KEPT: usize = 16;
 
 impl Extensions {
-    /// Starts the sandbox host.
+    /// Starts the sandbox host with the default [`ExtensionSettings`].
     pub fn new(config: HostConfig) -> Result<Self, HostError> {
+        Self::with_settings(config, ExtensionSettings::default())
+    }
+
+    /// Starts the sandbox host, keeping and running as much as `settings` allow.
+    pub fn with_settings(
+        config: HostConfig,
+        settings: ExtensionSettings,
+    ) -> Result<Self, HostError> {
         Ok(Self {
             host: Host::new(config)?,
-            cache: Mutex::new(HashMap::new()),
+            cache: OutcomeCache::new(settings.cache_entries),
+            calls: CallLimit::new(settings.concurrency),
             fingerprints: Mutex::new(Vec::new()),
         })
     }
 
     /// Filters and scores `instance_types` (resolved for `node_class` from
-    /// `catalog`) for `node_pool`.
+    /// the facts of `catalog`) for `node_pool`.
     pub fn apply(
         &self,
         node_class: &EC2NodeClass,
         node_pool: &str,
-        catalog: &Catalog,
+        catalog: &dyn CandidateSource,
         instance_types: Arc<Vec<InstanceType>>,
         config_maps: &dyn ConfigMapSource,
     ) -> Arc<Outcome> {
@@ -116,20 +141,28 @@ impl Extensions {
             Ok(effective) => effective,
             Err(e) => {
                 return Arc::new(Outcome {
-                    blocked: Some(format!("EC2NodeClass {class_name:?}: {e}")),
+                    blocked: Some(Blocked::of_node_class(
+                        BlockedReason::InvalidExtensions,
+                        class_name,
+                        e.to_string(),
+                    )),
                     ..Outcome::default()
                 });
             }
         };
-        let key = format!(
-            "{class_name}/{}/{node_pool}/{}/{:016x}/{effective:?}",
-            node_class.metadata.generation.unwrap_or_default(),
-            catalog.version(),
-            self.fingerprint_of(&instance_types),
-        );
-        if let Some(hit) = self.cache.lock().ok().and_then(|c| c.get(&key).cloned()) {
+        let key = OutcomeKey {
+            node_class: class_name.clone(),
+            generation: node_class.metadata.generation.unwrap_or_default(),
+            node_pool: node_pool.to_string(),
+            catalog_version: catalog.version().to_string(),
+            instance_types: self.fingerprint_of(&instance_types),
+            modules: ModuleKey::all(&effective),
+        };
+        if let Some(hit) = self.cache.get(&key) {
             return hit;
         }
+        // Held until every module of this evaluation has run.
+        let _turn = self.calls.turn();
         // Informational for filters and scorers; their results are cached
         // per catalog version whatever the time.
         let now = unix_now();
@@ -146,7 +179,7 @@ impl Extensions {
             let result = self
                 .load(module, Role::InstanceFilter, &field, config_maps)
                 .and_then(|loaded| {
-                    let set = filter_records(catalog, &outcome.instance_types);
+                    let set = catalog.records(&outcome.instance_types);
                     loaded
                         .filter(&context(&module.config), &set)
                         .map_err(|e| format!("{field} ({}): {e}", module.name))
@@ -187,7 +220,7 @@ impl Extensions {
             let result = self
                 .load(module, Role::PriorityScorer, &field, config_maps)
                 .and_then(|loaded| {
-                    let set = filter_records(catalog, &outcome.instance_types);
+                    let set = catalog.records(&outcome.instance_types);
                     loaded
                         .score(&context(&module.config), &set)
                         .map_err(|e| format!("{field} ({}): {e}", module.name))
@@ -240,8 +273,8 @@ impl Extensions {
         // only clean outcomes are kept; a failing module is tried again on
         // the next evaluation.
         let clean = outcome.blocked.is_none() && outcome.reports.iter().all(|r| r.error.is_none());
-        if clean && let Ok(mut cache) = self.cache.lock() {
-            cache.insert(key, outcome.clone());
+        if clean {
+            self.cache.insert(key, outcome.clone());
         }
         outcome
     }
@@ -261,16 +294,21 @@ impl Extensions {
         let module = match node_class.spec.effective_extensions() {
             Ok(effective) => effective.ami_selector,
             Err(e) => {
-                let message = format!("EC2NodeClass {class_name:?}: {e}");
                 return AmiSelection {
                     amis: Vec::new(),
                     report: None,
-                    blocked: Some(message),
+                    blocked: Some(Blocked::of_node_class(
+                        BlockedReason::InvalidExtensions,
+                        class_name,
+                        e.to_string(),
+                    )),
                 };
             }
         };
         let field = "spec.extensions.amiSelector";
         let mut report = report_for(&module, Role::AmiSelector);
+        // Held until the selector (or the default in its place) has run.
+        let _turn = self.calls.turn();
         let context = module_context("", &class_name, region, &module.config, now);
         let result = self
             .load(&module, Role::AmiSelector, field, config_maps)
@@ -288,7 +326,7 @@ impl Extensions {
             (ExtensionMode::Enforce, Err(message)) => {
                 let fallback = match module.failure_policy {
                     FailurePolicy::Fail => {
-                        blocked = Some(message.clone());
+                        blocked = Some(Blocked::new(BlockedReason::ModuleFailed, message.clone()));
                         Vec::new()
                     }
                     // Skipped: the built-in default decides, so a skipped
@@ -430,7 +468,7 @@ pub struct AmiSelection {
     pub report: Option<ModuleReport>,
     /// Set when the extensions are invalid or a `failurePolicy: Fail`
     /// selector failed: the class may not launch.
-    pub blocked: Option<String>,
+    pub blocked: Option<Blocked>,
 }
 
 /// What a module is told about the call; `config` is the entry's JSON
@@ -491,7 +529,7 @@ fn report_for(module: &ResolvedModule, role: Role) -> ModuleReport {
 
 fn fail(outcome: &mut Outcome, report: &mut ModuleReport, message: String) {
     if report.blocks_on_failure() && outcome.blocked.is_none() {
-        outcome.blocked = Some(message.clone());
+        outcome.blocked = Some(Blocked::new(BlockedReason::ModuleFailed, message.clone()));
     }
     report.error = Some(message);
 }

@@ -1,26 +1,17 @@
-//! What a NodeClass's extensions did: one report per module, the
-//! `ExtensionsReady` condition and the events built from them. Every text
-//! about modules shown on the class (condition message, event notes) is
-//! written here from the reports' data.
+//! What a NodeClass's extensions did: one report per module, and the events
+//! built from them. The texts about modules shown on the class (event notes,
+//! and the parts the EC2NodeClass controller joins into `ExtensionsReady`)
+//! are written here from the reports' data.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use nodewright_host::Role;
-use nodewright_host::text::{self, Keep};
 use serde::Serialize;
 
+use crate::apis::FailurePolicy;
 use crate::apis::extensions::ExtensionMode;
-use crate::apis::{Condition, ConditionStatus, FailurePolicy};
-use crate::scheduling::InstanceType;
-
-/// The condition type on an EC2NodeClass that reports whether its extensions load and run.
-pub const EXTENSIONS_READY: &str = "ExtensionsReady";
-
-/// Longest `ExtensionsReady` message: the CRD's `maxLength` for condition
-/// messages (bytes, which is never fewer than characters).
-pub const MAX_CONDITION_MESSAGE: usize = 32_768;
+use crate::scheduling::{Blocked, InstanceType, LaunchRank, launch_order};
 
 /// How many names a shadow summary quotes.
 const EXAMPLES: usize = 3;
@@ -57,13 +48,12 @@ impl Reorder {
     }
 }
 
-/// Instance type names ordered as the scheduler tries them: higher score
-/// first, then the cheapest available offering, then candidate order.
+/// Instance type names in [`launch_order`]: higher score first, then the
+/// cheapest available offering, then by name.
 pub fn try_order(types: &[InstanceType], scores: &dyn Fn(&str) -> i64) -> Vec<String> {
-    let mut ranked: Vec<(i64, f64, usize)> = types
+    let mut ranked: Vec<LaunchRank> = types
         .iter()
-        .enumerate()
-        .map(|(i, it)| {
+        .map(|it| {
             let price = it
                 .offerings
                 .iter()
@@ -71,13 +61,13 @@ pub fn try_order(types: &[InstanceType], scores: &dyn Fn(&str) -> i64) -> Vec<St
                 .map(|o| o.price)
                 .min_by(f64::total_cmp)
                 .unwrap_or(f64::INFINITY);
-            (scores(&it.name), price, i)
+            (scores(&it.name), price, it.name.as_str())
         })
         .collect();
-    ranked.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.total_cmp(&b.1)).then(a.2.cmp(&b.2)));
+    ranked.sort_by(|a, b| launch_order(*a, *b));
     ranked
         .into_iter()
-        .map(|(_, _, i)| types[i].name.clone())
+        .map(|(_, _, name)| name.to_string())
         .collect()
 }
 
@@ -196,8 +186,9 @@ pub struct Outcome {
     pub priority_scores: Option<Arc<HashMap<String, i32>>>,
     /// One report per module, in evaluation order.
     pub reports: Vec<ModuleReport>,
-    /// Set when a `failurePolicy: Fail` module failed: the NodeClass may not launch.
-    pub blocked: Option<String>,
+    /// Set when a `failurePolicy: Fail` module failed or the extensions are
+    /// invalid: the NodeClass may not launch.
+    pub blocked: Option<Blocked>,
 }
 
 /// An event about a class's extensions.
@@ -212,46 +203,6 @@ pub struct ExtensionEvent {
 }
 
 impl Outcome {
-    /// The `ExtensionsReady` condition this outcome sets on its EC2NodeClass:
-    /// `False` (reason `ModuleFailed`) when a `failurePolicy: Fail` module
-    /// failed, naming the module and the error; `True` otherwise, with reason
-    /// `ModulesSkipped` listing `Ignore` and shadow modules that failed. What
-    /// shadow modules would have changed follows. The message is at most
-    /// [`MAX_CONDITION_MESSAGE`] bytes.
-    pub fn condition(&self, observed_generation: Option<i64>, now: Time) -> Condition {
-        let skipped: Vec<String> = self
-            .reports
-            .iter()
-            .filter_map(ModuleReport::skipped)
-            .collect();
-        let (status, reason, mut parts) = match (&self.blocked, skipped.is_empty()) {
-            (Some(blocked), _) => (
-                ConditionStatus::False,
-                "ModuleFailed",
-                vec![blocked.clone()],
-            ),
-            (None, true) => (
-                ConditionStatus::True,
-                "Ready",
-                vec!["all extension modules ran".to_string()],
-            ),
-            (None, false) => (ConditionStatus::True, "ModulesSkipped", skipped),
-        };
-        parts.extend(self.reports.iter().filter_map(ModuleReport::shadow_summary));
-        Condition {
-            type_: EXTENSIONS_READY.to_string(),
-            status,
-            observed_generation,
-            last_transition_time: now,
-            reason: Some(reason.to_string()),
-            message: Some(text::one_line(
-                &parts.join("; "),
-                MAX_CONDITION_MESSAGE - 64,
-                Keep::Head,
-            )),
-        }
-    }
-
     /// Events for this outcome: `ExtensionModuleFailed` for the module that
     /// blocks the class, `ExtensionModuleSkipped` per module that failed
     /// without blocking, `ExtensionShadowResult` per shadow module that ran.
@@ -261,7 +212,7 @@ impl Outcome {
             events.push(ExtensionEvent {
                 warning: true,
                 reason: "ExtensionModuleFailed",
-                note: blocked.clone(),
+                note: blocked.to_string(),
             });
         }
         for report in &self.reports {
@@ -320,21 +271,6 @@ mod tests {
         enforced.error = Some("boom".into());
         assert!(enforced.blocks_on_failure());
         assert!(enforced.skipped().is_none());
-    }
-
-    #[test]
-    fn condition_message_is_bounded() {
-        let mut outcome = Outcome::default();
-        for i in 0..50 {
-            let mut r = report(ExtensionMode::Enforce, FailurePolicy::Ignore);
-            r.name = format!("m{i}");
-            r.error = Some("e".repeat(2000));
-            outcome.reports.push(r);
-        }
-        let condition = outcome.condition(None, Time(Default::default()));
-        let message = condition.message.unwrap();
-        assert!(message.len() <= MAX_CONDITION_MESSAGE, "{}", message.len());
-        assert!(message.contains("more bytes)"), "cut without a marker");
     }
 
     #[test]

@@ -35,7 +35,8 @@ pub struct NodePoolSpec {
     pub priority_scores: Option<Arc<HashMap<String, i32>>>,
     /// Set when the pool may not launch nodes (e.g. an extension of its
     /// EC2NodeClass failed with `failurePolicy: Fail`): why, in words that
-    /// name the cause. Each pod that needs a new node reports it for this pool.
+    /// name the cause — a [`super::Blocked`]'s text. Each pod that needs a
+    /// new node reports it for this pool.
     pub blocked: Option<String>,
 }
 

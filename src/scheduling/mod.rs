@@ -6,29 +6,35 @@
 //! data. Providers build [`InstanceType`]s; the simulator and controllers build
 //! pods (or convert them from `k8s_openapi` objects).
 
+pub mod blocked;
 pub mod convert;
 mod index;
 pub mod input;
 pub mod instance_type;
 pub mod labels;
+pub mod launch_order;
 pub mod node_pool;
 pub mod pod;
+pub mod pod_key;
 pub mod requirements;
 pub mod resources;
 mod solver;
 pub mod taints;
 
+pub use blocked::{Blocked, BlockedReason};
 pub use convert::{ConvertError, daemonset_pod_from_k8s, node_from_k8s, pod_from_k8s};
 pub use input::{
     ExistingNode, ExistingPlacement, InstanceTypeOption, MinValuesPolicy, NewNodeClaim,
     NodePoolSpec, PodError, SchedulerInput, SchedulerOptions, SchedulingResult,
 };
 pub use instance_type::{CapacityType, InstanceType, Offering, Overhead};
+pub use launch_order::{LaunchRank, launch_order};
 pub use pod::{
     ContainerRequests, HostPort, LabelSelector, NamespaceScope, NodeInclusionPolicy, Pod,
     PodAffinityTerm, SelectorExpression, TopologySpreadConstraint, Weighted, WhenUnsatisfiable,
     effective_requests,
 };
+pub use pod_key::PodKey;
 pub use requirements::{
     Incompatibility, Operator, Requirement, RequirementError, Requirements, ValueSet,
 };

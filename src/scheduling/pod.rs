@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use super::pod_key::PodKey;
 use super::requirements::{Operator, Requirements};
 use super::resources::Resources;
 use super::taints::Toleration;
@@ -241,9 +242,15 @@ impl Pod {
         self.owner_kind.as_deref() == Some("DaemonSet")
     }
 
-    /// `namespace/name`, how errors and placements refer to the pod.
+    /// `namespace/name`, how errors and placements refer to the pod: the
+    /// text of its [`PodKey`].
     pub fn reference(&self) -> String {
-        format!("{}/{}", self.namespace, self.name)
+        PodKey::text(&self.namespace, &self.name)
+    }
+
+    /// The pod's key.
+    pub fn key(&self) -> PodKey {
+        PodKey::new(self.namespace.as_str(), self.name.as_str())
     }
 }
 

@@ -501,7 +501,11 @@ items:
 "#,
         )
         .unwrap();
-        let names: Vec<String> = m.pods().iter().map(crate::cluster::pod_key).collect();
+        let names: Vec<String> = m
+            .pods()
+            .iter()
+            .map(|p| crate::cluster::pod_key(p).to_string())
+            .collect();
         assert_eq!(names, ["x/a", "default/b"]);
         assert_eq!(m.node_claims.len(), 1);
     }

@@ -11,7 +11,8 @@ use aws_sdk_ssm::types::error::ParameterNotFound;
 use aws_smithy_mocks::{RuleMode, mock, mock_client};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use nodewright::apis::{ConditionStatus, EC2NodeClass};
-use nodewright::aws::amis::{AmiError, AmiProvider, amis_ready_condition, status_amis};
+use nodewright::aws::amis::{AmiError, AmiProvider, status_amis};
+use nodewright::controllers::nodeclass::amis_ready_condition;
 use nodewright::aws::clients::AwsClients;
 use nodewright::extensions::Extensions;
 use nodewright_filter::{AmiState, Architecture};
@@ -414,7 +415,7 @@ async fn a_failing_selector_blocks_with_fail_and_falls_back_to_the_default_with_
     let found = provider.discover(&fail.spec, "1.34").await.unwrap();
     let blocked = extensions.select_amis(&fail, "us-east-1", found.clone(), &Vec::new(), NOW);
     assert!(blocked.amis.is_empty());
-    let why = blocked.blocked.expect("Fail blocks the class");
+    let why = blocked.blocked.expect("Fail blocks the class").to_string();
     assert!(
         why.contains("spec.extensions.amiSelector (broken)"),
         "{why}"

@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, PostParams};
 use nodewright::apis::NodeClaim;
 use nodewright::cluster::ClusterState;
+use nodewright::scheduling::PodKey;
 use nodewright::sim::apiserver::ApiServer;
 use serde_json::json;
 
@@ -164,23 +165,43 @@ async fn the_snapshot_holds_created_claims_nominations_and_marked_nodes() {
     pods.create(&PostParams::default(), &pod("web-0", None))
         .await
         .unwrap();
-    state.nominate("default/web-0", "node-b", Duration::from_secs(60));
-    state.nominate("default/web-1", "node-b", Duration::ZERO);
+    state.nominate(
+        &PodKey::new("default", "web-0"),
+        "node-b",
+        Duration::from_secs(60),
+    );
+    state.nominate(&PodKey::new("default", "web-1"), "node-b", Duration::ZERO);
     // A claim still launching holds its pods past the period.
-    state.nominate("default/web-2", "general-abc", Duration::ZERO);
+    state.nominate(
+        &PodKey::new("default", "web-2"),
+        "general-abc",
+        Duration::ZERO,
+    );
     eventually("the pod in the store", || state.pods.all().len() == 1).await;
     let nominated = state.snapshot().nominated;
     assert_eq!(
-        nominated.get("default/web-0").map(String::as_str),
+        nominated
+            .get(&PodKey::new("default", "web-0"))
+            .map(String::as_str),
         Some("node-b")
     );
-    assert!(!nominated.contains_key("default/web-1"), "expired");
+    assert!(
+        !nominated.contains_key(&PodKey::new("default", "web-1")),
+        "expired"
+    );
     assert_eq!(
-        nominated.get("default/web-2").map(String::as_str),
+        nominated
+            .get(&PodKey::new("default", "web-2"))
+            .map(String::as_str),
         Some("general-abc")
     );
     state.release_nominations("general-abc");
-    assert!(!state.snapshot().nominated.contains_key("default/web-2"));
+    assert!(
+        !state
+            .snapshot()
+            .nominated
+            .contains_key(&PodKey::new("default", "web-2"))
+    );
     pods.delete("web-0", &DeleteParams::default())
         .await
         .unwrap();

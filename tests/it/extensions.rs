@@ -1,6 +1,7 @@
 //! EC2NodeClass extensions wired into instance-type resolution: defaults,
 //! failure policies and what `simulate` reports about them.
 
+use nodewright::controllers::nodeclass::extensions_ready;
 use nodewright::sim::Manifests;
 use nodewright::{aws::catalog::Catalog, extensions::Extensions};
 use nodewright_host::HostConfig;
@@ -192,7 +193,7 @@ fn config_map_sources_must_exist() {
 fn extensions_ready_condition_names_the_failing_module() {
     let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Default::default());
     let ok = outcome(&node_class(""));
-    let condition = ok.condition(Some(3), now.clone());
+    let condition = extensions_ready(&ok, Some(3), now.clone());
     assert_eq!(condition.type_, "ExtensionsReady");
     assert!(condition.is_true());
     assert_eq!(condition.observed_generation, Some(3));
@@ -203,7 +204,7 @@ fn extensions_ready_condition_names_the_failing_module() {
             "  extensions:\n    instanceFilters:\n      - name: broken\n        path: /nonexistent/filter.wasm\n        sha256: \"{digest}\"\n        failurePolicy: {policy}\n"
         )))
     };
-    let blocked = failing("Fail").condition(None, now.clone());
+    let blocked = extensions_ready(&failing("Fail"), None, now.clone());
     assert!(!blocked.is_true());
     assert_eq!(blocked.reason.as_deref(), Some("ModuleFailed"));
     let message = blocked.message.unwrap();
@@ -212,7 +213,7 @@ fn extensions_ready_condition_names_the_failing_module() {
         "{message}"
     );
 
-    let skipped = failing("Ignore").condition(None, now);
+    let skipped = extensions_ready(&failing("Ignore"), None, now);
     assert!(skipped.is_true());
     assert_eq!(skipped.reason.as_deref(), Some("ModulesSkipped"));
 }
@@ -254,7 +255,7 @@ fn a_40_mib_component_error_is_bounded_in_simulate_and_the_condition() {
     }
     assert!(serde_json::to_string(&plan).unwrap().len() < 64 * 1024);
 
-    let condition = outcome(&yaml).condition(None, now());
+    let condition = extensions_ready(&outcome(&yaml), None, now());
     let message = condition.message.unwrap();
     assert!(message.len() <= 32_768, "{} bytes", message.len());
     assert!(
@@ -382,7 +383,7 @@ fn a_shadow_scorer_reports_the_reorder_without_applying_it() {
         "{reorder:?}"
     );
 
-    let condition = outcome(&node_class(shadow_scorer)).condition(None, now());
+    let condition = extensions_ready(&outcome(&node_class(shadow_scorer)), None, now());
     assert!(condition.is_true());
     let message = condition.message.unwrap();
     assert!(
@@ -410,7 +411,7 @@ fn a_failing_shadow_module_never_blocks() {
     let plan = plan_yaml(&yaml);
     assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
     assert!(!plan.node_claims.is_empty());
-    let condition = outcome(&yaml).condition(None, now());
+    let condition = extensions_ready(&outcome(&yaml), None, now());
     assert!(condition.is_true());
     assert_eq!(condition.reason.as_deref(), Some("ModulesSkipped"));
     assert!(

@@ -15,6 +15,7 @@ use nodewright::cloudprovider::OfferingKey;
 use nodewright::cluster::ClusterState;
 use nodewright::controllers::provisioning::{Provisioner, ProvisioningSettings};
 use nodewright::extensions::Extensions;
+use nodewright::scheduling::PodKey;
 use nodewright::sim::apiserver::ApiServer;
 use nodewright_host::HostConfig;
 use serde_json::json;
@@ -202,7 +203,10 @@ async fn unschedulable_pods_become_node_claims_once() {
 
     // The pods are nominated to it: the next round creates nothing.
     assert_eq!(
-        cluster.state.nomination("default/web-0").as_deref(),
+        cluster
+            .state
+            .nomination(&PodKey::new("default", "web-0"))
+            .as_deref(),
         Some(claim.metadata.name.as_deref().unwrap())
     );
     let again = cluster.provisioner.provision().await.unwrap();

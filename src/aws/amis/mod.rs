@@ -8,4 +8,4 @@ mod status;
 
 pub use discover::{AmiError, AmiProvider};
 pub use query::{AmiQueries, DescribeQuery, ParameterQuery, QueryError, Variant, queries};
-pub use status::{AMIS_READY, amis_ready_condition, status_amis};
+pub use status::status_amis;

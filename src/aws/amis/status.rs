@@ -1,16 +1,11 @@
-//! `status.amis` and the `AMIsReady` condition from the AMI selector's
-//! ordered choice.
+//! `status.amis` from the AMI selector's ordered choice (the EC2NodeClass
+//! controller decides `AMIsReady` from it).
 
 use std::collections::HashSet;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use nodewright_filter::{Ami, Architecture};
 
 use crate::apis::ec2nodeclass::{AMIRequirement, AMIStatus};
-use crate::apis::{Condition, ConditionStatus};
-
-/// The condition type on an EC2NodeClass that reports whether it has an image to boot.
-pub const AMIS_READY: &str = "AMIsReady";
 
 use crate::apis::labels::{
     ARCH_LABEL_KEY as ARCH, INSTANCE_ACCELERATOR_COUNT_LABEL_KEY as ACCELERATOR_COUNT,
@@ -74,38 +69,6 @@ fn requirement(key: &str, operator: &str, value: Option<&str>) -> AMIRequirement
     }
 }
 
-/// `AMIsReady`: `True` when the selector left at least one image, else
-/// `False` with reason `AMINotFound` and `why` (the discovery or selector
-/// failure, or that nothing matched).
-pub fn amis_ready_condition(
-    amis: &[AMIStatus],
-    why: Option<&str>,
-    observed_generation: Option<i64>,
-    now: Time,
-) -> Condition {
-    let (status, reason, message) = match (amis.is_empty(), why) {
-        (false, _) => (
-            ConditionStatus::True,
-            "AMIsReady",
-            format!("{} AMI(s) selected", amis.len()),
-        ),
-        (true, Some(why)) => (ConditionStatus::False, "AMINotFound", why.to_string()),
-        (true, None) => (
-            ConditionStatus::False,
-            "AMINotFound",
-            "no available AMI matches spec.amiSelectorTerms: check the terms, and that the images are in state available".to_string(),
-        ),
-    };
-    Condition {
-        type_: AMIS_READY.to_string(),
-        status,
-        observed_generation,
-        last_transition_time: now,
-        reason: Some(reason.to_string()),
-        message: Some(message),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -165,17 +128,5 @@ mod tests {
         old.deprecation_time = Some(50);
         assert_eq!(status_amis(&[old.clone()], 1_000)[0].deprecated, Some(true));
         assert_eq!(status_amis(&[old], 10)[0].deprecated, None);
-    }
-
-    #[test]
-    fn condition_is_false_with_the_reason_when_nothing_is_left() {
-        let now = Time(Default::default());
-        let none = amis_ready_condition(&[], Some("SSM said no"), Some(3), now.clone());
-        assert_eq!(none.status, ConditionStatus::False);
-        assert_eq!(none.message.as_deref(), Some("SSM said no"));
-        let some = status_amis(&[ami("ami-1", Architecture::Amd64, "")], 0);
-        let ready = amis_ready_condition(&some, None, Some(3), now);
-        assert_eq!(ready.status, ConditionStatus::True);
-        assert_eq!(ready.observed_generation, Some(3));
     }
 }

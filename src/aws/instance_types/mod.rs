@@ -9,10 +9,12 @@
 pub mod capacity;
 pub mod labels;
 mod provider;
+mod records;
 pub mod reserved;
 mod settings;
 
 pub use provider::{InstanceTypeProvider, MAX_RESOLVED};
+pub use records::filter_records;
 pub use reserved::ReservedCapacity;
 
 use std::collections::{BTreeMap, BTreeSet};

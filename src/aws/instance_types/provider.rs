@@ -23,7 +23,7 @@ use crate::cloudprovider::{
     InstanceTypeSource, LaunchableTypes, NodeClassContext, UnavailableOfferings,
 };
 use crate::extensions::{ConfigMapSource, Extensions, Outcome};
-use crate::scheduling::InstanceType;
+use crate::scheduling::{Blocked, BlockedReason, InstanceType};
 
 /// Resolved instance-type sets kept at once (one per distinct class settings).
 pub const MAX_RESOLVED: usize = 64;
@@ -142,7 +142,7 @@ impl InstanceTypeProvider {
         let catalog = self.catalog();
         let outcome = self
             .extensions
-            .apply(class, pool, &catalog, types, config_maps);
+            .apply(class, pool, catalog.as_ref(), types, config_maps);
         if self.unavailable.entries().is_empty() {
             return Ok(outcome);
         }
@@ -162,7 +162,10 @@ impl InstanceTypeSource for InstanceTypeProvider {
                 blocked: outcome.blocked.clone(),
             },
             Err(e) => LaunchableTypes {
-                blocked: Some(format!("cannot resolve instance types: {e}")),
+                blocked: Some(Blocked::new(
+                    BlockedReason::NodeClassNotResolvable,
+                    format!("cannot resolve instance types: {e}"),
+                )),
                 ..LaunchableTypes::default()
             },
         };

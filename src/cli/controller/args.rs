@@ -11,6 +11,7 @@ use nodewright_host::{HostConfig, Limits, credentials_from_docker_config};
 use crate::apis::duration::parse_go_duration;
 use crate::cli::CliError;
 use crate::controllers::provisioning::{BatchWindows, ProvisioningSettings};
+use crate::extensions::ExtensionSettings;
 use crate::operator::{LeaseSettings, OperatorSettings};
 use crate::scheduling::{MinValuesPolicy, SchedulerOptions};
 
@@ -128,6 +129,15 @@ pub struct ControllerArgs {
     /// controller alone: its files are loaded as native code.
     #[arg(long, env = "NODEWRIGHT_EXTENSION_CACHE_DIR")]
     pub extension_cache_dir: Option<PathBuf>,
+    /// Outcomes of instance filters and priority scorers kept in memory
+    /// (one per NodeClass generation, NodePool, modules, catalog version and
+    /// instance types); past it, the least recently used goes.
+    #[arg(long, env = "EXTENSION_CACHE_ENTRIES", default_value_t = ExtensionSettings::DEFAULT_CACHE_ENTRIES, value_parser = clap::value_parser!(u64).range(1..))]
+    pub extension_cache_entries: u64,
+    /// Extension evaluations that may call into modules at once; more wait
+    /// for a turn.
+    #[arg(long, env = "EXTENSION_CONCURRENCY", default_value_t = ExtensionSettings::DEFAULT_CONCURRENCY as u64, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub extension_concurrency: u64,
     /// A registry (`host` or `host:port`) that `url` and `oci` extension
     /// sources may reach over plain HTTP, such as an in-cluster registry.
     /// Repeat for more. Every other host needs HTTPS.
@@ -289,6 +299,14 @@ impl ControllerArgs {
             },
             ..HostConfig::default()
         })
+    }
+
+    /// How much extension work these flags let the controller keep and run at once.
+    pub fn extension_settings(&self) -> ExtensionSettings {
+        ExtensionSettings {
+            cache_entries: self.extension_cache_entries,
+            concurrency: usize::try_from(self.extension_concurrency).unwrap_or(usize::MAX),
+        }
     }
 
     /// The operator settings these flags give.

@@ -47,7 +47,10 @@ pub fn run(args: &ControllerArgs) -> Result<(), CliError> {
                 minor_version(&info.major, &info.minor)?
             }
         };
-        let extensions = Arc::new(Extensions::new(host_config)?);
+        let extensions = Arc::new(Extensions::with_settings(
+            host_config,
+            args.extension_settings(),
+        )?);
         let unavailable = Arc::new(UnavailableOfferings::default());
         let (instance_types, cloud, node_classes): (_, Option<Arc<dyn CloudProvider>>, _) =
             match args.cloud_provider {
@@ -174,6 +177,7 @@ fn init_logging(format: LogFormat, level: &str) -> Result<(), CliError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::extensions::ExtensionSettings;
     use clap::Parser;
     use std::path::PathBuf;
     use std::time::Duration;
@@ -229,6 +233,21 @@ mod tests {
         assert_eq!(host.default_limits.timeout, Duration::from_millis(250));
         assert_eq!(host.default_limits.memory_bytes, 128 << 20);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn flags_bound_the_extension_cache_and_calls() {
+        let defaults = args(&[]).extension_settings();
+        assert_eq!(defaults, ExtensionSettings::default());
+        let set = args(&[
+            "--extension-cache-entries",
+            "32",
+            "--extension-concurrency",
+            "2",
+        ])
+        .extension_settings();
+        assert_eq!(set.cache_entries, 32);
+        assert_eq!(set.concurrency, 2);
     }
 
     #[test]

@@ -43,7 +43,7 @@ fn claim(name: &str, provider_id: Option<&str>) -> Arc<NodeClaim> {
 fn keys(records: &NodeRecords, name: &str) -> Vec<String> {
     records
         .get(name)
-        .map(|r| r.pod_keys().map(str::to_string).collect())
+        .map(|r| r.pod_keys().map(ToString::to_string).collect())
         .unwrap_or_default()
 }
 
@@ -105,12 +105,12 @@ fn a_pod_is_converted_once_per_version() {
         .converted_pods(&HashSet::new())
         .unwrap();
     assert_eq!(first[0].requests.cpu_millis, 1000);
-    let cell = records.get("a").unwrap().pods["ns/on-a"].clone();
+    let cell = records.get("a").unwrap().pods[&crate::scheduling::PodKey::new("ns", "on-a")].clone();
     // The same version again keeps the conversion.
     records.apply_pod(pod("on-a", Some("a"), "1", "1"));
     assert!(Arc::ptr_eq(
         &cell,
-        &records.get("a").unwrap().pods["ns/on-a"]
+        &records.get("a").unwrap().pods[&crate::scheduling::PodKey::new("ns", "on-a")]
     ));
     records.apply_pod(pod("on-a", Some("a"), "2", "2"));
     let again = records

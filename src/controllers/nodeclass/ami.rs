@@ -2,12 +2,15 @@
 //! selector over what they found (see `crate::aws::amis`).
 
 use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use nodewright_filter::Ami;
 
+use crate::apis::conditions::EC2_NODE_CLASS_AMIS_READY;
 use crate::apis::ec2nodeclass::AMIStatus;
-use crate::apis::{Condition, EC2NodeClass};
-use crate::aws::amis::{AmiError, amis_ready_condition, status_amis};
+use crate::apis::{Condition, ConditionStatus, EC2NodeClass};
+use crate::aws::amis::{AmiError, status_amis};
 use crate::extensions::{AmiSelection, run_blocking, unix_now};
+use crate::scheduling::{Blocked, BlockedReason};
 
 use super::super::{Context, ControllerError};
 use super::conditions::Stamp;
@@ -53,11 +56,11 @@ pub async fn select(
                 |why| AmiSelection {
                     amis: Vec::new(),
                     report: None,
-                    blocked: Some(why),
+                    blocked: Some(Blocked::new(BlockedReason::ExtensionsTimedOut, why)),
                 },
             )
             .await?;
-            let why = selection.blocked.clone();
+            let why = selection.blocked.as_ref().map(ToString::to_string);
             (Some(selection), why)
         }
         Err(e) => (None, Some(format!("discovering AMIs: {e}"))),
@@ -73,4 +76,70 @@ pub async fn select(
         condition,
         selection,
     })
+}
+
+/// `AMIsReady`: `True` when the selector left at least one image, else
+/// `False` with reason `AMINotFound` and `why` (the discovery or selector
+/// failure, or that nothing matched).
+pub fn amis_ready_condition(
+    amis: &[AMIStatus],
+    why: Option<&str>,
+    observed_generation: Option<i64>,
+    now: Time,
+) -> Condition {
+    let (status, reason, message) = match (amis.is_empty(), why) {
+        (false, _) => (
+            ConditionStatus::True,
+            "AMIsReady",
+            format!("{} AMI(s) selected", amis.len()),
+        ),
+        (true, Some(why)) => (ConditionStatus::False, "AMINotFound", why.to_string()),
+        (true, None) => (
+            ConditionStatus::False,
+            "AMINotFound",
+            "no available AMI matches spec.amiSelectorTerms: check the terms, and that the images are in state available".to_string(),
+        ),
+    };
+    Condition {
+        type_: EC2_NODE_CLASS_AMIS_READY.to_string(),
+        status,
+        observed_generation,
+        last_transition_time: now,
+        reason: Some(reason.to_string()),
+        message: Some(message),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use nodewright_filter::{AmiState, Architecture};
+
+    use super::*;
+
+    fn ami(id: &str, arch: Architecture, variant: &str) -> Ami {
+        Ami {
+            id: id.to_string(),
+            name: format!("{id}-name"),
+            owner: "amazon".to_string(),
+            state: AmiState::Available,
+            creation_time: 100,
+            deprecation_time: None,
+            architecture: arch,
+            variant: variant.to_string(),
+            tags: Default::default(),
+            source: "test".to_string(),
+        }
+    }
+
+    #[test]
+    fn condition_is_false_with_the_reason_when_nothing_is_left() {
+        let now = Time(Default::default());
+        let none = amis_ready_condition(&[], Some("SSM said no"), Some(3), now.clone());
+        assert_eq!(none.status, ConditionStatus::False);
+        assert_eq!(none.message.as_deref(), Some("SSM said no"));
+        let some = status_amis(&[ami("ami-1", Architecture::Amd64, "")], 0);
+        let ready = amis_ready_condition(&some, None, Some(3), now);
+        assert_eq!(ready.status, ConditionStatus::True);
+        assert_eq!(ready.observed_generation, Some(3));
+    }
 }

@@ -18,12 +18,12 @@ use kube::runtime::events::{Event, EventType};
 
 use crate::apis::conditions::{
     EC2_NODE_CLASS_AMIS_READY, EC2_NODE_CLASS_CAPACITY_RESERVATIONS_READY,
-    EC2_NODE_CLASS_INSTANCE_PROFILE_READY, EC2_NODE_CLASS_PLACEMENT_GROUP_READY,
-    EC2_NODE_CLASS_SECURITY_GROUPS_READY, EC2_NODE_CLASS_SUBNETS_READY,
-    EC2_NODE_CLASS_VALIDATION_SUCCEEDED, READY, find_condition,
+    EC2_NODE_CLASS_EXTENSIONS_READY, EC2_NODE_CLASS_INSTANCE_PROFILE_READY,
+    EC2_NODE_CLASS_PLACEMENT_GROUP_READY, EC2_NODE_CLASS_SECURITY_GROUPS_READY,
+    EC2_NODE_CLASS_SUBNETS_READY, EC2_NODE_CLASS_VALIDATION_SUCCEEDED, READY, find_condition,
 };
 use crate::apis::{Condition, ConditionStatus, EC2NodeClass};
-use crate::extensions::{AmiSelection, EXTENSIONS_READY};
+use crate::extensions::AmiSelection;
 
 use super::super::{Context, truncate};
 use super::conditions::changed;
@@ -55,7 +55,7 @@ pub async fn publish(
     let mut events: Vec<(EventType, String, String)> = Vec::new();
     let update = |type_: &str| find_condition(updates, type_).filter(|c| changed(previous, c));
 
-    if let Some(ready) = update(EXTENSIONS_READY) {
+    if let Some(ready) = update(EC2_NODE_CLASS_EXTENSIONS_READY) {
         for event in combined(&extensions.outcomes, selection).events() {
             let type_ = if event.warning {
                 EventType::Warning
@@ -64,7 +64,7 @@ pub async fn publish(
             };
             events.push((type_, event.reason.into(), event.note));
         }
-        let before = find_condition(previous, EXTENSIONS_READY);
+        let before = find_condition(previous, EC2_NODE_CLASS_EXTENSIONS_READY);
         let was_ready = before.is_some_and(|c| c.reason.as_deref() == Some("Ready"));
         if ready.reason.as_deref() == Some("Ready") && before.is_some() && !was_ready {
             events.push((

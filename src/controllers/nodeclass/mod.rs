@@ -58,8 +58,10 @@ use super::{Context, ControllerError};
 use crate::apis::conditions::{READY, find_condition};
 use crate::apis::{Condition, EC2NodeClass, EC2NodeClassStatus, NodeClaim, NodePool};
 
+pub use ami::amis_ready_condition;
 pub use capacity_reservations::{EXPIRING_WINDOW, to_status as capacity_reservation_status};
 pub use conditions::{Resolved, Stamp};
+pub use extensions::extensions_ready;
 pub use readiness::dependencies as ready_dependencies;
 
 /// How soon a `Ready` class is looked at again.

@@ -15,6 +15,7 @@ mod batcher;
 mod node_claims;
 mod plan;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,7 +34,7 @@ use crate::aws::instance_types::InstanceTypeProvider;
 use crate::cluster::pods::is_provisionable;
 use crate::cluster::{ClusterState, pod_key};
 use crate::metrics::{labels, metrics};
-use crate::scheduling::{NewNodeClaim, SchedulerOptions, SchedulingResult};
+use crate::scheduling::{NewNodeClaim, PodKey, SchedulerOptions, SchedulingResult};
 use plan::{Ahead, Plan, Planner};
 
 /// NodeClaims created at once.
@@ -231,7 +232,8 @@ impl Provisioner {
             tracing::warn!(%problem, "left out of provisioning");
         }
         let result = solved.result;
-        let created = self.create_node_claims(&pools, &result).await;
+        let keys = PendingKeys::of(&pending);
+        let created = self.create_node_claims(&pools, &result, &keys).await;
         record_round(
             &pending,
             &unschedulable_since,
@@ -239,7 +241,7 @@ impl Provisioner {
             solved.solve,
             solved.problems.len(),
         );
-        self.report_unschedulable(&pending, &result).await;
+        self.report_unschedulable(&keys, &result).await;
         Ok(Round {
             pending: pending.len(),
             created,
@@ -262,10 +264,13 @@ impl Provisioner {
         &self,
         pools: &[Arc<NodePool>],
         result: &SchedulingResult,
+        keys: &PendingKeys<'_>,
     ) -> Vec<String> {
         let period = self.settings.nomination_period();
         for placement in &result.existing_node_placements {
-            self.state.nominate(&placement.pod, &placement.node, period);
+            if let Some((key, _)) = keys.get(&placement.pod) {
+                self.state.nominate(key, &placement.node, period);
+            }
         }
         let api: Api<NodeClaim> = Api::all(self.client.clone());
         let objects: Vec<(usize, NodeClaim)> = result
@@ -302,8 +307,11 @@ impl Provisioner {
         let mut names = Vec::new();
         for (planned, created) in done {
             let name = created.name_any();
-            self.state
-                .nominate_all(planned.pods.iter().map(String::as_str), &name, period);
+            let pods = planned
+                .pods
+                .iter()
+                .filter_map(|p| keys.get(p).map(|(key, _)| key));
+            self.state.nominate_all(pods, &name, period);
             self.state.record_created(created);
             metrics()
                 .nodeclaims_created
@@ -327,14 +335,9 @@ impl Provisioner {
     }
 
     /// One `FailedScheduling` Warning per pod the solve could not place.
-    async fn report_unschedulable(&self, pending: &[Arc<Pod>], result: &SchedulingResult) {
-        if result.errors.is_empty() {
-            return;
-        }
-        let by_key: std::collections::HashMap<String, &Arc<Pod>> =
-            pending.iter().map(|p| (pod_key(p), p)).collect();
+    async fn report_unschedulable(&self, keys: &PendingKeys<'_>, result: &SchedulingResult) {
         for error in &result.errors {
-            let Some(pod) = by_key.get(&error.pod) else {
+            let Some((_, pod)) = keys.get(&error.pod) else {
                 continue;
             };
             let event = Event {
@@ -351,6 +354,30 @@ impl Provisioner {
                 tracing::warn!(%error, "cannot publish event");
             }
         }
+    }
+}
+
+/// The round's pending pods by the text the solve names them by
+/// ([`crate::scheduling::Pod::reference`], their key's text), each with its
+/// typed key: the one place a solve's answer is joined to the pods.
+struct PendingKeys<'a>(HashMap<String, (PodKey, &'a Arc<Pod>)>);
+
+impl<'a> PendingKeys<'a> {
+    fn of(pending: &'a [Arc<Pod>]) -> Self {
+        PendingKeys(
+            pending
+                .iter()
+                .map(|pod| {
+                    let key = pod_key(pod);
+                    (key.to_string(), (key, pod))
+                })
+                .collect(),
+        )
+    }
+
+    /// The key and pod the solve named `reference`.
+    fn get(&self, reference: &str) -> Option<&(PodKey, &'a Arc<Pod>)> {
+        self.0.get(reference)
     }
 }
 

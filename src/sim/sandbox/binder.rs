@@ -251,7 +251,7 @@ impl Binder {
                 continue;
             }
             if is_ours_to_place(&pod) {
-                pending.insert(pod_key(&pod), pod.clone());
+                pending.insert(pod_key(&pod).to_string(), pod.clone());
                 pods.push(pod);
             }
         }
@@ -444,7 +444,7 @@ impl Binder {
                 Ok(_) => {
                     self.memory().started.insert(uid);
                     tracing::info!(pod = %pod_key(&pod), node = %node_name, "pod Running");
-                    started.push(pod_key(&pod));
+                    started.push(pod_key(&pod).to_string());
                 }
                 Err(kube::Error::Api(status)) if status.code == 404 => {}
                 Err(error) => tracing::warn!(pod = %pod_key(&pod), %error, "cannot start pod"),

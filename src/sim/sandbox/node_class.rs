@@ -40,10 +40,11 @@ use crate::apis::conditions::{
 };
 use crate::apis::ec2nodeclass::{AMIFamily, SecurityGroupStatus, SubnetStatus};
 use crate::apis::{ConditionStatus, EC2NodeClass, EC2NodeClassSpec, EC2NodeClassStatus};
-use crate::aws::amis::{QueryError, amis_ready_condition, queries, status_amis};
+use crate::aws::amis::{QueryError, queries, status_amis};
 use crate::aws::instance_types::InstanceTypeProvider;
 use crate::cluster::ClusterState;
 use crate::controllers::ControllerError;
+use crate::controllers::nodeclass::amis_ready_condition;
 use crate::extensions::unix_now;
 
 /// Creation time of every simulated image (2025-01-01T00:00:00Z).
@@ -284,7 +285,10 @@ impl SimulatedNodeClasses {
                 })
                 .await?;
                 tracing::debug!(nodeclass = %class_name, "AMI selector ran");
-                (status_amis(&selection.amis, now), selection.blocked)
+                (
+                    status_amis(&selection.amis, now),
+                    selection.blocked.as_ref().map(ToString::to_string),
+                )
             }
             Err(e) => (Vec::new(), Some(e.to_string())),
         };

@@ -1,15 +1,31 @@
 //! The records extension modules see: the scheduler's instance types joined
 //! with the EC2 facts they were resolved from (burstable, bare metal,
-//! generation status), built once per evaluation.
+//! generation status). The catalog is the extensions' [`CandidateSource`],
+//! so they get the table without knowing where its facts come from.
 
 use std::collections::HashMap;
 
 use nodewright_filter::{Accelerator, Architecture, CapacityType, InstanceTypeInfo, Offering};
 use nodewright_host::InstanceTypeSet;
 
+use super::labels;
 use crate::aws::catalog::{self, Catalog};
-use crate::aws::instance_types::labels;
+use crate::extensions::CandidateSource;
 use crate::scheduling::{self, InstanceType};
+
+impl CandidateSource for Catalog {
+    fn version(&self) -> &str {
+        Catalog::version(self)
+    }
+
+    fn region(&self) -> &str {
+        Catalog::region(self)
+    }
+
+    fn records(&self, instance_types: &[InstanceType]) -> InstanceTypeSet {
+        filter_records(self, instance_types)
+    }
+}
 
 /// The candidate set for modules, in the order of `instance_types`.
 ///

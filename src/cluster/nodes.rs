@@ -17,10 +17,10 @@ use k8s_openapi::api::core::v1::{Node, Pod as K8sPod};
 use kube::ResourceExt;
 
 use super::pod_key;
-use crate::scheduling::PodKey;
 use super::pods::{is_active, is_scheduled};
 use crate::apis::labels::NODE_POOL_LABEL_KEY;
 use crate::apis::{NodeClaim, NodeClaimStatus};
+use crate::scheduling::PodKey;
 use crate::scheduling::{ConvertError, ExistingNode, Pod, convert};
 
 /// A pod bound to a node, with its conversion made on first use.

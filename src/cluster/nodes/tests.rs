@@ -105,7 +105,8 @@ fn a_pod_is_converted_once_per_version() {
         .converted_pods(&HashSet::new())
         .unwrap();
     assert_eq!(first[0].requests.cpu_millis, 1000);
-    let cell = records.get("a").unwrap().pods[&crate::scheduling::PodKey::new("ns", "on-a")].clone();
+    let cell =
+        records.get("a").unwrap().pods[&crate::scheduling::PodKey::new("ns", "on-a")].clone();
     // The same version again keeps the conversion.
     records.apply_pod(pod("on-a", Some("a"), "1", "1"));
     assert!(Arc::ptr_eq(

@@ -4,6 +4,7 @@
 use crate::scheduling::index::{Ids, add_into, export_reqs};
 use crate::scheduling::input::{InstanceTypeOption, NewNodeClaim, PodError, SchedulingResult};
 use crate::scheduling::labels;
+use crate::scheduling::launch_order::launch_order;
 use crate::scheduling::requirements::Requirement;
 
 use super::State;
@@ -93,7 +94,11 @@ impl State<'_> {
         if let Some(key) = cache_key {
             cache.insert(key, cached);
         }
-        ranked.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.total_cmp(&b.1)).then(a.2.cmp(&b.2)));
+        let rank = |r: &(i32, f64, u32, &Offer)| {
+            let name = pool.types[r.2 as usize].name.as_str();
+            (i64::from(r.0), r.1, name)
+        };
+        ranked.sort_unstable_by(|a, b| launch_order(rank(a), rank(b)).then(a.2.cmp(&b.2)));
         ranked.truncate(self.m.options.max_instance_types.max(1));
         let truncated: Vec<u32> = ranked.iter().map(|r| r.2).collect();
         self.check_min_values(pool, &ov, &truncated).map_err(|e| {

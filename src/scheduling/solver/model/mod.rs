@@ -117,6 +117,7 @@ impl Model {
         model.compile_pools(&node_pools);
         model.compile_nodes(existing_nodes, in_flight);
         model.running = running::RunningPods::index(&model.nodes);
+        model.compile_inverse_groups();
         model
     }
 
@@ -172,6 +173,11 @@ impl Model {
             namespace_labels: self.namespace_labels.clone(),
             options: self.options.clone(),
         })
+    }
+
+    /// A pod running on one of the model's nodes.
+    pub(super) fn pod_at(&self, at: running::PodAt) -> Option<&Pod> {
+        running::pod_at(&self.nodes, at)
     }
 
     pub(super) fn number(&self) -> impl Fn(&u32) -> Option<i64> + '_ {

@@ -3,9 +3,13 @@
 
 use std::collections::HashMap;
 
+use crate::scheduling::index::Ids;
+use crate::scheduling::labels;
 use crate::scheduling::pod::{LabelSelector, Pod};
 use crate::scheduling::requirements::Operator;
+use crate::scheduling::solver::topology::groups::{GroupKey, GroupKind, NodeFilter, NsMatch};
 
+use super::Model;
 use super::nodes::NodeBase;
 
 /// A running pod: its node's index in the model and its place on the node.
@@ -18,7 +22,10 @@ pub(in crate::scheduling::solver) struct RunningPods {
     by_label: HashMap<String, HashMap<String, Vec<PodAt>>>,
     all: Vec<PodAt>,
     /// Pods with a required anti-affinity term.
-    pub(in crate::scheduling::solver) repelling: Vec<PodAt>,
+    repelling: Vec<PodAt>,
+    /// The inverse anti-affinity groups those terms make, in the order the
+    /// pods come, each with the pods owning it (once per term).
+    pub(in crate::scheduling::solver) inverse: Vec<(GroupKey, Vec<PodAt>)>,
 }
 
 impl RunningPods {
@@ -71,6 +78,40 @@ impl RunningPods {
             }
             None => self.all.clone(),
         }
+    }
+}
+
+impl Model {
+    /// Compiles the inverse anti-affinity groups of the running pods' required
+    /// anti-affinity terms once, so a solve only counts their owners.
+    pub(super) fn compile_inverse_groups(&mut self) {
+        let mut inverse: Vec<(GroupKey, Vec<PodAt>)> = Vec::new();
+        let mut index: HashMap<GroupKey, usize> = HashMap::new();
+        for &at in &self.running.repelling {
+            let Some(pod) = pod_at(&self.nodes, at) else {
+                continue;
+            };
+            for term in &pod.pod_anti_affinity {
+                let key = GroupKey {
+                    kind: GroupKind::InverseAntiAffinity,
+                    key: self.keys.id(labels::normalize(&term.topology_key)),
+                    namespaces: NsMatch::resolve(
+                        &term.namespaces,
+                        &pod.namespace,
+                        &self.namespace_labels,
+                    ),
+                    selector: term.selector.clone(),
+                    filter: NodeFilter::default(),
+                };
+                let next = inverse.len();
+                let i = *index.entry(key.clone()).or_insert(next);
+                if i == next {
+                    inverse.push((key, Vec::new()));
+                }
+                inverse[i].1.push(at);
+            }
+        }
+        self.running.inverse = inverse;
     }
 }
 

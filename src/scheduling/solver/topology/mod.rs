@@ -13,7 +13,6 @@ use crate::scheduling::pod::{NodeInclusionPolicy, Pod, WhenUnsatisfiable};
 use crate::scheduling::taints::Taint;
 
 use super::State;
-use super::model::running::pod_at;
 use super::pods::merged_selector;
 use groups::{Group, GroupKey, GroupKind, NodeFilter, NsMatch, bump_host_count};
 
@@ -184,26 +183,18 @@ impl State<'_> {
                 *s = Some(si as u32);
             }
         }
-        let mut existing_inverse: Vec<(usize, Vec<u32>)> = Vec::new();
-        for &(ni, pi) in &self.m.running.repelling {
-            let Some(si) = slot_of[ni as usize] else {
+        let mut existing_inverse: Vec<(usize, u32)> = Vec::new();
+        for (key, owners) in &self.m.running.inverse {
+            let live: Vec<usize> = owners
+                .iter()
+                .filter_map(|at| slot_of.get(at.0 as usize).copied().flatten())
+                .map(|si| si as usize)
+                .collect();
+            if live.is_empty() {
                 continue;
-            };
-            let Some(pod) = pod_at(&self.m.nodes, (ni, pi)) else {
-                continue;
-            };
-            let mut owned = Vec::new();
-            for term in &pod.pod_anti_affinity {
-                let k = GroupKey {
-                    kind: GroupKind::InverseAntiAffinity,
-                    key: self.keys.id(labels::normalize(&term.topology_key)),
-                    namespaces: NsMatch::resolve(&term.namespaces, &pod.namespace, ns_labels),
-                    selector: term.selector.clone(),
-                    filter: NodeFilter::default(),
-                };
-                owned.push(self.group_id(&mut index, k));
             }
-            existing_inverse.push((si as usize, owned));
+            let g = self.group_id(&mut index, key.clone());
+            existing_inverse.extend(live.into_iter().map(|si| (si, g)));
         }
         // Which groups count or block each pending pod.
         for p in &mut self.pods {
@@ -225,7 +216,7 @@ impl State<'_> {
             record(
                 &mut self.groups,
                 &[],
-                &owned,
+                &[owned],
                 &slot.base.reqs,
                 &slot.base.taints,
                 &mut slot.host_counts,
@@ -248,7 +239,7 @@ impl State<'_> {
                 .into_iter()
                 .filter_map(|at| {
                     let si = slot_of.get(at.0 as usize).copied().flatten()?;
-                    let pod = pod_at(&self.m.nodes, at)?;
+                    let pod = self.m.pod_at(at)?;
                     group
                         .selects(&pod.namespace, &pod.labels)
                         .then_some(si as usize)

@@ -2,6 +2,7 @@
 //! the ones a topology group selects without walking every pod.
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use crate::scheduling::index::Ids;
 use crate::scheduling::labels;
@@ -15,6 +16,10 @@ use super::nodes::NodeBase;
 /// A running pod: its node's index in the model and its place on the node.
 pub(in crate::scheduling::solver) type PodAt = (u32, u32);
 
+/// Per node (its index in the model, ascending), how many of its running
+/// pods a topology group selects.
+pub(in crate::scheduling::solver) type NodeCounts = Arc<Vec<(u32, u32)>>;
+
 /// Running pods by label, and those whose required anti-affinity repels
 /// others.
 #[derive(Default)]
@@ -26,6 +31,9 @@ pub(in crate::scheduling::solver) struct RunningPods {
     /// The inverse anti-affinity groups those terms make, in the order the
     /// pods come, each with the pods owning it (once per term).
     pub(in crate::scheduling::solver) inverse: Vec<(GroupKey, Vec<PodAt>)>,
+    /// [`Model::selected_counts`] already worked out, by namespaces and
+    /// selector: what-ifs ask for the same groups again and again.
+    selected: Mutex<HashMap<(NsMatch, LabelSelector), NodeCounts>>,
 }
 
 impl RunningPods {
@@ -112,6 +120,46 @@ impl Model {
             }
         }
         self.running.inverse = inverse;
+    }
+}
+
+impl Model {
+    /// How many running pods in `namespaces` that `selector` matches each
+    /// node holds; worked out once per pair and kept, as the model never
+    /// changes.
+    pub(in crate::scheduling::solver) fn selected_counts(
+        &self,
+        namespaces: &NsMatch,
+        selector: &LabelSelector,
+    ) -> NodeCounts {
+        let key = (namespaces.clone(), selector.clone());
+        if let Some(hit) = self
+            .running
+            .selected
+            .lock()
+            .ok()
+            .and_then(|memo| memo.get(&key).cloned())
+        {
+            return hit;
+        }
+        let mut counts: Vec<(u32, u32)> = Vec::new();
+        for at in self.running.candidates(selector) {
+            let Some(pod) = self.pod_at(at) else {
+                continue;
+            };
+            if !namespaces.contains(&pod.namespace) || !selector.matches(&pod.labels) {
+                continue;
+            }
+            match counts.last_mut() {
+                Some((node, count)) if *node == at.0 => *count += 1,
+                _ => counts.push((at.0, 1)),
+            }
+        }
+        let counts = Arc::new(counts);
+        if let Ok(mut memo) = self.running.selected.lock() {
+            memo.insert(key, counts.clone());
+        }
+        counts
     }
 }
 

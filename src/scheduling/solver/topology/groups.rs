@@ -60,7 +60,7 @@ impl NsMatch {
         }
     }
 
-    fn contains(&self, ns: &str) -> bool {
+    pub(crate) fn contains(&self, ns: &str) -> bool {
         match self {
             NsMatch::All => true,
             NsMatch::Set(v) => v.iter().any(|n| n == ns),

@@ -209,8 +209,8 @@ impl State<'_> {
                 }
             }
         }
-        // Count pods already running: for each group, the running pods it
-        // may select (by the running pods' label index), on this solve's nodes.
+        // Count pods already running: for each group, how many running pods
+        // it selects on each of this solve's nodes (worked out by the model).
         for (si, owned) in existing_inverse {
             let slot = &mut self.nodes[si];
             record(
@@ -232,31 +232,24 @@ impl State<'_> {
             let Some(selector) = &group.id.selector else {
                 continue;
             };
-            let selected: Vec<usize> = self
-                .m
-                .running
-                .candidates(selector)
-                .into_iter()
-                .filter_map(|at| {
-                    let si = slot_of.get(at.0 as usize).copied().flatten()?;
-                    let pod = self.m.pod_at(at)?;
-                    group
-                        .selects(&pod.namespace, &pod.labels)
-                        .then_some(si as usize)
-                })
-                .collect();
-            for si in selected {
-                let slot = &mut self.nodes[si];
-                record(
-                    &mut self.groups,
-                    &[gi as u32],
-                    &[],
-                    &slot.base.reqs,
-                    &slot.base.taints,
-                    &mut slot.host_counts,
-                    &self.values,
-                    None,
-                );
+            let counts = self.m.selected_counts(&group.id.namespaces, selector);
+            for &(ni, n) in counts.iter() {
+                let Some(si) = slot_of.get(ni as usize).copied().flatten() else {
+                    continue;
+                };
+                let slot = &mut self.nodes[si as usize];
+                for _ in 0..n {
+                    record(
+                        &mut self.groups,
+                        &[gi as u32],
+                        &[],
+                        &slot.base.reqs,
+                        &slot.base.taints,
+                        &mut slot.host_counts,
+                        &self.values,
+                        None,
+                    );
+                }
             }
         }
         for (gi, g) in self.groups.iter().enumerate() {

@@ -117,13 +117,10 @@ fn pool_spec(
         .find(|c| c.metadata.name.as_deref() == Some(reference.name.as_str()));
     let Some(class) = class else {
         let mut spec = node_pool_spec(pool, Arc::default())?;
-        spec.blocked = Some(
-            Blocked::new(
-                BlockedReason::NodeClassNotFound,
-                format!("EC2NodeClass {:?} not found", reference.name),
-            )
-            .to_string(),
-        );
+        spec.blocked = Some(Blocked::new(
+            BlockedReason::NodeClassNotFound,
+            format!("EC2NodeClass {:?} not found", reference.name),
+        ));
         let problem = InputError::MissingNodeClass {
             node_pool: pool_name,
             node_class: reference.name.clone(),
@@ -139,13 +136,10 @@ fn pool_spec(
         Ok(outcome) => outcome,
         Err(source) => {
             let mut spec = node_pool_spec(pool, Arc::default())?;
-            spec.blocked = Some(
-                Blocked::new(
-                    BlockedReason::NodeClassNotResolvable,
-                    format!("EC2NodeClass {class_name:?} cannot be resolved: {source}"),
-                )
-                .to_string(),
-            );
+            spec.blocked = Some(Blocked::new(
+                BlockedReason::NodeClassNotResolvable,
+                format!("EC2NodeClass {class_name:?} cannot be resolved: {source}"),
+            ));
             let problem = InputError::NodeClass {
                 node_class: class_name,
                 source,
@@ -167,7 +161,7 @@ fn pool_spec(
             )
         })
     });
-    spec.blocked = blocked.as_ref().map(ToString::to_string);
+    spec.blocked = blocked;
     extensions.push(PoolOutcome {
         node_class: class_name,
         node_pool: pool_name,

@@ -34,10 +34,10 @@ pub struct NodePoolSpec {
     /// e.g. from a priority scorer module. Types missing from the map score 0.
     pub priority_scores: Option<Arc<HashMap<String, i32>>>,
     /// Set when the pool may not launch nodes (e.g. an extension of its
-    /// EC2NodeClass failed with `failurePolicy: Fail`): why, in words that
-    /// name the cause — a [`super::Blocked`]'s text. Each pod that needs a
-    /// new node reports it for this pool.
-    pub blocked: Option<String>,
+    /// EC2NodeClass failed with `failurePolicy: Fail`): why, typed, with
+    /// words that name the cause. Each pod that needs a new node reports it
+    /// for this pool.
+    pub blocked: Option<super::Blocked>,
 }
 
 /// A node already in the cluster, or an in-flight NodeClaim that has not

@@ -398,7 +398,11 @@ fn priority_scores_order_options_before_price() {
 fn a_blocked_pool_launches_nothing_and_says_why() {
     let mut blocked = pool("blocked", 4);
     blocked.weight = 100;
-    blocked.blocked = Some("EC2NodeClass \"x\": filter failed: boom".into());
+    blocked.blocked = Some(Blocked::of_node_class(
+        BlockedReason::ModuleFailed,
+        "x",
+        "filter failed: boom",
+    ));
     let mut only_blocked = pod("pinned", 100, 0);
     only_blocked
         .node_selector

@@ -50,27 +50,7 @@ pub fn pool_specs(snapshot: &ClusterSnapshot, instance_types: &InstanceTypeProvi
 }
 
 impl PoolSpecs {
-    /// The scheduler's input of these pools and `cluster`, and the
-    /// cluster's problems; the pools are copied (their instance types are
-    /// shared), so one `PoolSpecs` serves any number of inputs.
-    pub fn input(
-        &self,
-        cluster: ClusterInput,
-        options: SchedulerOptions,
-    ) -> (SchedulerInput, Vec<InputError>) {
-        let input = SchedulerInput {
-            node_pools: self.node_pools.clone(),
-            existing_nodes: cluster.existing_nodes,
-            in_flight: cluster.in_flight,
-            pods: cluster.pods,
-            daemonsets: cluster.daemonsets,
-            namespace_labels: cluster.namespace_labels,
-            options,
-        };
-        (input, cluster.problems)
-    }
-
-    /// [`PoolSpecs::input`] for the one input of a pass, with every
+    /// The scheduler's input of these pools and `cluster`, with every
     /// problem: the pools' first, then the cluster's.
     pub fn prepare(self, cluster: ClusterInput, options: SchedulerOptions) -> Prepared {
         let PoolSpecs {

@@ -16,7 +16,6 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, PostParams};
 use kube::runtime::watcher;
-use nodewright::sim::apiserver::ApiServer;
 use serde_json::json;
 
 const PODS: usize = 10_000;
@@ -45,7 +44,9 @@ struct Phases {
 /// Creates `count` pods while three watchers follow, lists them, and waits
 /// until every watcher has seen every pod.
 async fn round(count: usize) -> Phases {
-    let server = ApiServer::builder().history(count * 2 + 1000).build();
+    let server = nodewright::sim::double::builder()
+        .history(count * 2 + 1000)
+        .build();
     let client = server.client();
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let start = Instant::now();

@@ -23,6 +23,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use apiserver_double::ApiServer;
 use criterion::{Criterion, criterion_group};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -36,7 +37,6 @@ use nodewright::cloudprovider::simulated::{SimulatedCloudProvider, SimulatedSett
 use nodewright::controllers::provisioning::{BatchWindows, ProvisioningSettings};
 use nodewright::extensions::Extensions;
 use nodewright::operator::{Operator, OperatorSettings};
-use nodewright::sim::apiserver::ApiServer;
 use nodewright_host::HostConfig;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -280,7 +280,7 @@ async fn pending_pod(pods: &Api<Pod>, name: &str) -> Result<(Instant, Instant), 
 /// validation of custom resources against their CRDs (on in every figure of
 /// record; off only to see what that validation costs).
 async fn burst(count: usize, windows: BatchWindows, validate: bool, report: bool) -> Duration {
-    let server = ApiServer::builder()
+    let server = nodewright::sim::double::builder()
         .history(HISTORY)
         .validate_custom_resources(validate)
         .build();
@@ -544,7 +544,7 @@ fn memory_of(pid: u32) -> (u64, u64) {
 }
 
 async fn memory(nodes: usize, pods_per_node: usize, settle: Duration) {
-    let server = ApiServer::builder().history(HISTORY).build();
+    let server = nodewright::sim::double::builder().history(HISTORY).build();
     let started = Instant::now();
     fill(&server.client(), nodes, pods_per_node).await;
     println!(

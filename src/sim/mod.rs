@@ -10,7 +10,7 @@
 //!
 //! [`sandbox`]: `nodewright sandbox`, a whole cluster on one machine.
 
-pub mod apiserver;
+pub mod double;
 pub mod manifests;
 pub mod plan;
 pub mod sandbox;

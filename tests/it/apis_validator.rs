@@ -1,7 +1,7 @@
 //! Test support: validation of an object against a CRD's structural
 //! OpenAPI v3 schema and CEL rules, with the code the API server double
-//! uses (`nodewright::sim::apiserver::validation`).
+//! uses (`apiserver_double::validation`).
 //!
 //! Every error is `"<field path>: <message>"`.
 
-pub use nodewright::sim::apiserver::validation::validate;
+pub use apiserver_double::validation::validate;

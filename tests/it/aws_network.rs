@@ -22,7 +22,6 @@ use nodewright::aws::instance_profile::{InstanceProfileError, InstanceProfilePro
 use nodewright::aws::security_groups::SecurityGroupProvider;
 use nodewright::aws::subnets::SubnetProvider;
 use nodewright::controllers::nodeclass::reconcile_node_class;
-use nodewright::sim::apiserver::ApiServer;
 use serde_json::json;
 
 use crate::moto::{create_role, moto_clients};
@@ -202,7 +201,7 @@ async fn an_instance_profile_is_made_reused_replaced_and_deleted_in_moto() {
     let clients = moto_clients().await;
     create_role(&clients, "net-profile-a").await;
     create_role(&clients, "net-profile-b").await;
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let context = context_in("net-profile", &server, &clients);
     let api: Api<EC2NodeClass> = Api::all(server.client());
     let mut class = crate::nodeclass::class("profiled");
@@ -337,7 +336,7 @@ async fn an_instance_profile_is_made_reused_replaced_and_deleted_in_moto() {
 #[tokio::test]
 async fn a_missing_role_and_a_missing_instance_profile_are_named_in_moto() {
     let clients = moto_clients().await;
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let context = context_in("net-missing", &server, &clients);
     let api: Api<EC2NodeClass> = Api::all(server.client());
 
@@ -403,7 +402,7 @@ async fn a_whole_class_reconciles_to_ready_against_moto() {
         &[("team", label)],
     )
     .await;
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let context = context_in("net-whole", &server, &clients);
     let class: EC2NodeClass = serde_json::from_value(json!({
         "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",

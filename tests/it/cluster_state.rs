@@ -9,7 +9,6 @@ use kube::api::{Api, DeleteParams, PostParams};
 use nodewright::apis::NodeClaim;
 use nodewright::cluster::ClusterState;
 use nodewright::scheduling::PodKey;
-use nodewright::sim::apiserver::ApiServer;
 use serde_json::json;
 
 fn pod(name: &str, node: Option<&str>) -> Pod {
@@ -50,7 +49,7 @@ async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
 
 #[tokio::test]
 async fn stores_follow_the_api_server_and_changes_are_fed_to_subscribers() {
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let client = server.client();
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     pods.create(&PostParams::default(), &pod("before", None))
@@ -95,7 +94,7 @@ async fn stores_follow_the_api_server_and_changes_are_fed_to_subscribers() {
 
 #[tokio::test]
 async fn the_feed_sends_a_list_once_stored_and_shares_the_stored_objects() {
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let client = server.client();
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     for name in ["a", "b", "c"] {
@@ -139,7 +138,7 @@ async fn the_feed_sends_a_list_once_stored_and_shares_the_stored_objects() {
 
 #[tokio::test]
 async fn the_snapshot_holds_created_claims_nominations_and_marked_nodes() {
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let client = server.client();
     let (state, driver) = ClusterState::start(client.clone());
     let driver = tokio::spawn(driver);
@@ -246,7 +245,7 @@ async fn the_snapshot_holds_created_claims_nominations_and_marked_nodes() {
 
 #[tokio::test]
 async fn any_number_of_tasks_may_wait_for_the_first_lists() {
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let (state, driver) = ClusterState::start(server.client());
     let waiters: Vec<_> = (0..4)
         .map(|_| {

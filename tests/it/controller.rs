@@ -6,18 +6,18 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use apiserver_double::ApiServer;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use nodewright::apis::{ConditionStatus, EC2NodeClass, NodePool};
 use nodewright::controllers::{self, Context, nodeclass::reconcile_node_class};
-use nodewright::sim::apiserver::ApiServer;
 use serde_json::{Value, json};
 
 use crate::nodeclass::{FakeAws, context_on};
 
 /// A server, a context on it, and the client the test writes with.
 fn cluster() -> (ApiServer, Arc<Context>) {
-    cluster_on(ApiServer::default())
+    cluster_on(nodewright::sim::double::server())
 }
 
 /// A context on `server`.
@@ -274,7 +274,7 @@ async fn invalid_extensions_are_reported_as_such() {
     // The CRD's CEL rules refuse this class; the controller must still
     // report it when it reaches the cluster another way.
     let (server, context) = cluster_on(
-        ApiServer::builder()
+        nodewright::sim::double::builder()
             .validate_custom_resources(false)
             .build(),
     );
@@ -348,7 +348,7 @@ async fn the_controller_binary_runs_against_a_kubeconfig_and_the_aws_environment
     )
     .await;
 
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let serving = tokio::spawn(server.clone().serve(listener));

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use apiserver_double::ApiServer;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Recorder, Reporter};
@@ -16,7 +17,6 @@ use nodewright::cloudprovider::simulated::{SimulatedCloudProvider, SimulatedSett
 use nodewright::cluster::ClusterState;
 use nodewright::controllers::nodeclaim::{NodeClaimContext, reconcile};
 use nodewright::extensions::Extensions;
-use nodewright::sim::apiserver::ApiServer;
 use nodewright_host::HostConfig;
 use serde_json::json;
 
@@ -57,7 +57,7 @@ pub struct Cluster {
 }
 
 pub async fn cluster() -> Cluster {
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let client = server.client();
     let mut class: EC2NodeClass = serde_yaml::from_str(CLASS).unwrap();
     let classes: Api<EC2NodeClass> = Api::all(client.clone());

@@ -12,7 +12,6 @@ use nodewright::apis::{EC2NodeClass, NodeClaim};
 use nodewright::aws::clients::AwsClients;
 use nodewright::controllers::nodeclass::garbage_collection::collect;
 use nodewright::controllers::nodeclass::reconcile_node_class;
-use nodewright::sim::apiserver::ApiServer;
 use serde_json::json;
 
 use crate::moto::{create_role, moto_clients, profile_exists};
@@ -79,7 +78,7 @@ async fn profiles_nothing_names_are_deleted_and_the_rest_kept_in_moto() {
     let clients = moto_clients().await;
     create_role(&clients, "gc-role-1").await;
     create_role(&clients, "gc-role-2").await;
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let context = context_in(CLUSTER, &server, &clients);
     let classes: Api<EC2NodeClass> = Api::all(context.client.clone());
     let claims: Api<NodeClaim> = Api::all(context.client.clone());

@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use apiserver_double::ApiServer;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use nodewright::apis::NodePool;
-use nodewright::sim::apiserver::ApiServer;
 use serde_json::json;
 
 /// A served double with a kubeconfig; stops serving and removes its files when dropped.
@@ -28,7 +28,7 @@ impl Drop for Served {
 
 impl Served {
     async fn start() -> Self {
-        let server = ApiServer::default();
+        let server = nodewright::sim::double::server();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let serving = tokio::spawn(server.clone().serve(listener));

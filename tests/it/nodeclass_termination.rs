@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use apiserver_double::ApiServer;
 use aws_sdk_ec2::types::{RequestLaunchTemplateData, ResourceType, Tag, TagSpecification};
 use aws_smithy_mocks::{RuleMode, mock, mock_client};
 use kube::ResourceExt;
@@ -15,7 +16,6 @@ use nodewright::aws::clients::AwsClients;
 use nodewright::controllers::nodeclass::reconcile_node_class;
 use nodewright::controllers::nodeclass::termination::{Finalized, ensure_finalizer, finalize};
 use nodewright::controllers::{self, Context};
-use nodewright::sim::apiserver::ApiServer;
 use serde_json::json;
 
 use crate::fixture::eventually_within;
@@ -140,7 +140,7 @@ async fn delete(context: &Context, name: &str) -> EC2NodeClass {
 async fn a_class_waits_for_its_claims_then_loses_its_templates_and_profiles_in_moto() {
     let clients = moto_clients().await;
     create_role(&clients, "term-role").await;
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let context = context_in("term-cluster", &server, &clients);
     let stored = created(&context, class("term", Some("term-role"), None)).await;
     assert_eq!(stored.finalizers(), [AWS_TERMINATION_FINALIZER]);
@@ -223,7 +223,7 @@ async fn a_profile_named_in_spec_instance_profile_is_left_to_its_owner_in_moto()
         .send()
         .await
         .unwrap();
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let context = context_in("term-own-cluster", &server, &clients);
     let stored = created(&context, class("term-own", None, Some("term-own-profile"))).await;
     assert_eq!(
@@ -248,7 +248,7 @@ async fn a_profile_named_in_spec_instance_profile_is_left_to_its_owner_in_moto()
 async fn a_class_whose_profile_is_already_gone_is_deleted_in_moto() {
     let clients = moto_clients().await;
     create_role(&clients, "term-gone-role").await;
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let context = context_in("term-gone-cluster", &server, &clients);
     let stored = created(&context, class("term-gone", Some("term-gone-role"), None)).await;
     let profile = stored.status.unwrap().instance_profile.unwrap();
@@ -288,7 +288,7 @@ async fn a_failed_template_deletion_keeps_the_class_and_says_why() {
     });
     let mut clients = moto_clients().await;
     clients.ec2 = mock_client!(aws_sdk_ec2, RuleMode::MatchAny, [&listed, &refused]);
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let context = context_in("term-held-cluster", &server, &clients);
     let api: Api<EC2NodeClass> = Api::all(context.client.clone());
     let created = api
@@ -319,7 +319,7 @@ async fn a_failed_template_deletion_keeps_the_class_and_says_why() {
 async fn the_controller_finalizes_a_class_when_its_last_claim_goes_in_moto() {
     let clients = moto_clients().await;
     create_role(&clients, "term-loop-role").await;
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let context = context_in("term-loop-cluster", &server, &clients);
     let running = tokio::spawn(controllers::run(context.clone()));
     let api: Api<EC2NodeClass> = Api::all(context.client.clone());

@@ -9,7 +9,6 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use nodewright::apis::{EC2NodeClass, NodeClaim, NodePool};
 use nodewright::cluster::ClusterState;
 use nodewright::controllers::nodepool::{NODE_POOL_HASH_VERSION, NodePoolContext, reconcile};
-use nodewright::sim::apiserver::ApiServer;
 use serde_json::json;
 
 fn pool(taint: Option<&str>) -> NodePool {
@@ -82,7 +81,7 @@ async fn settled(state: &ClusterState, claims: usize, class_ready: bool) {
 
 #[tokio::test]
 async fn readiness_counters_and_the_hash_are_written() {
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let client = server.client();
     let pools: Api<NodePool> = Api::all(client.clone());
     let classes: Api<EC2NodeClass> = Api::all(client.clone());
@@ -188,7 +187,7 @@ async fn readiness_counters_and_the_hash_are_written() {
 async fn an_invalid_template_or_a_missing_class_is_not_ready() {
     // Runtime validation is for what slipped past the CRD's rules (an
     // older CRD, say): the double admits it here as such a server would.
-    let server = ApiServer::builder()
+    let server = nodewright::sim::double::builder()
         .validate_custom_resources(false)
         .build();
     let client = server.client();

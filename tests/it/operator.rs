@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use apiserver_double::ApiServer;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -20,7 +21,6 @@ use nodewright::extensions::Extensions;
 use nodewright::operator::{
     Endpoints, LeaderElector, LeaseLost, LeaseSettings, Operator, OperatorSettings,
 };
-use nodewright::sim::apiserver::ApiServer;
 use nodewright_host::HostConfig;
 use serde_json::json;
 
@@ -42,7 +42,7 @@ async fn within<T>(what: &str, seconds: u64, f: impl std::future::Future<Output 
 
 #[tokio::test]
 async fn one_replica_leads_and_another_takes_over_when_it_dies() {
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let a = Arc::new(LeaderElector::new(server.client(), lease("replica-a")));
     let b = Arc::new(LeaderElector::new(server.client(), lease("replica-b")));
     within("a acquiring", 5, a.acquire()).await;
@@ -75,7 +75,7 @@ async fn one_replica_leads_and_another_takes_over_when_it_dies() {
 
 #[tokio::test]
 async fn a_leader_that_sees_another_holder_stops_leading() {
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let a = LeaderElector::new(server.client(), lease("replica-a"));
     within("a acquiring", 5, a.acquire()).await;
     let leases: Api<Lease> = Api::namespaced(server.client(), "kube-system");
@@ -120,7 +120,7 @@ spec:
 
 /// A cluster with a NodePool, a launchable class and `pods` unschedulable pods.
 async fn cluster(pods: usize) -> ApiServer {
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let client = server.client();
     let pool: NodePool = serde_yaml::from_str(POOL).unwrap();
     Api::<NodePool>::all(client.clone())

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use apiserver_double::ApiServer;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Recorder, Reporter};
@@ -16,7 +17,6 @@ use nodewright::cluster::ClusterState;
 use nodewright::controllers::provisioning::{Provisioner, ProvisioningSettings};
 use nodewright::extensions::Extensions;
 use nodewright::scheduling::PodKey;
-use nodewright::sim::apiserver::ApiServer;
 use nodewright_host::HostConfig;
 use serde_json::json;
 
@@ -76,7 +76,7 @@ async fn cluster(objects: &[Pod]) -> Cluster {
 }
 
 async fn cluster_with(objects: &[Pod], settings: ProvisioningSettings) -> Cluster {
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let client = server.client();
     let pool: NodePool = serde_yaml::from_str(POOL).unwrap();
     let class: EC2NodeClass = serde_yaml::from_str(CLASS).unwrap();

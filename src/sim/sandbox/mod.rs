@@ -1,5 +1,5 @@
 //! `nodewright sandbox`: a whole cluster on one machine, to try nodewright
-//! without one. The API server double ([`crate::sim::apiserver`], a test
+//! without one. The API server double ([`apiserver_double`], a test
 //! double) is served on loopback so `kubectl` works against it; stand-ins
 //! do what the rest of a cluster would:
 //!
@@ -46,7 +46,7 @@ use crate::cluster::ClusterState;
 use crate::controllers::provisioning::{BatchWindows, ProvisioningSettings};
 use crate::extensions::Extensions;
 use crate::operator::{Endpoints, Operator, OperatorSettings};
-use crate::sim::apiserver::ApiServer;
+use apiserver_double::ApiServer;
 
 pub use apply::{Applied, ApplyError};
 pub use binder::Binder;
@@ -180,7 +180,7 @@ impl Sandbox {
         let documents = apply::read(&settings.manifests)?;
 
         let (major, minor) = KUBERNETES_VERSION;
-        let server = ApiServer::builder()
+        let server = crate::sim::double::builder()
             .kubernetes_version(major, minor)
             .build();
         let listener = tokio::net::TcpListener::bind(settings.listen)

@@ -1,10 +1,10 @@
 //! PodDisruptionBudget status, `pods/eviction` and `pods/binding`.
 
+use apiserver_double::ApiServer;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Binding, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, EvictParams, ListParams, PostParams};
-use nodewright::sim::apiserver::ApiServer;
 use serde_json::{Value, json};
 
 use super::{from_json, make_ready, pod, status};
@@ -55,7 +55,7 @@ fn counts(pdb: &PodDisruptionBudget) -> (i32, i32, i32, i32) {
 
 #[tokio::test]
 async fn budgets_track_their_pods_with_integers_and_percentages() {
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let budgets: Api<PodDisruptionBudget> = Api::namespaced(server.client(), "default");
     ready_deployment(&server, "web", 3).await;
     budgets
@@ -111,7 +111,7 @@ async fn budgets_track_their_pods_with_integers_and_percentages() {
 
 #[tokio::test]
 async fn an_eviction_is_allowed_then_refused_by_the_budget() {
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let budgets: Api<PodDisruptionBudget> = Api::namespaced(server.client(), "default");
     let pods: Api<Pod> = Api::namespaced(server.client(), "default");
     let names = ready_deployment(&server, "web", 3).await;
@@ -170,7 +170,7 @@ async fn an_eviction_is_allowed_then_refused_by_the_budget() {
 
 #[tokio::test]
 async fn a_pod_under_two_budgets_cannot_be_evicted() {
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let budgets: Api<PodDisruptionBudget> = Api::namespaced(server.client(), "default");
     let pods: Api<Pod> = Api::namespaced(server.client(), "default");
     let names = ready_deployment(&server, "web", 2).await;
@@ -202,7 +202,7 @@ async fn a_pod_under_two_budgets_cannot_be_evicted() {
 
 #[tokio::test]
 async fn binding_assigns_a_node_once() {
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let pods: Api<Pod> = Api::namespaced(server.client(), "default");
     pods.create(&PostParams::default(), &pod("p", json!({})))
         .await

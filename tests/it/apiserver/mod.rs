@@ -2,6 +2,7 @@
 //! sandbox`) driven only through `kube::Api` and `kube::runtime`, one
 //! semantic at a time.
 
+mod basics;
 mod eviction;
 mod runtime;
 mod watch;
@@ -12,7 +13,6 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{DynamicObject, Status};
 use kube::discovery::{ApiResource, Discovery, Scope};
 use nodewright::apis::NodePool;
-use nodewright::sim::apiserver::ApiServer;
 use serde_json::{Value, json};
 
 /// The Status of an API error.
@@ -61,7 +61,7 @@ pub fn names<K: kube::Resource>(items: &[K]) -> Vec<String> {
 
 #[tokio::test]
 async fn discovery_serves_real_scopes_subresources_and_the_crds() {
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let discovery = Discovery::new(server.client()).run().await.unwrap();
     let find = |group: &str, kind: &str| {
         discovery
@@ -123,7 +123,7 @@ async fn discovery_serves_real_scopes_subresources_and_the_crds() {
 
 #[tokio::test]
 async fn a_stale_update_is_answered_409_and_a_missing_namespace_404() {
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let maps: Api<ConfigMap> = Api::namespaced(server.client(), "default");
     let created = maps
         .create(&PostParams::default(), &config_map("c", json!({})))
@@ -166,7 +166,7 @@ async fn a_stale_update_is_answered_409_and_a_missing_namespace_404() {
 
 #[tokio::test]
 async fn list_pagination_serves_a_consistent_snapshot() {
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let maps: Api<ConfigMap> = Api::namespaced(server.client(), "default");
     for i in 0..7 {
         maps.create(
@@ -216,7 +216,7 @@ async fn list_pagination_serves_a_consistent_snapshot() {
 
 #[tokio::test]
 async fn a_continue_token_older_than_the_history_is_410_gone() {
-    let server = ApiServer::builder().history(5).build();
+    let server = nodewright::sim::double::builder().history(5).build();
     let maps: Api<ConfigMap> = Api::namespaced(server.client(), "default");
     for i in 0..4 {
         maps.create(
@@ -246,7 +246,7 @@ async fn a_continue_token_older_than_the_history_is_410_gone() {
 
 #[tokio::test]
 async fn an_invalid_node_pool_is_422_naming_the_field_and_defaults_are_applied() {
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let pools: Api<NodePool> = Api::all(server.client());
     let mut pool: NodePool = from_json(json!({
         "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
@@ -322,7 +322,7 @@ async fn an_invalid_node_pool_is_422_naming_the_field_and_defaults_are_applied()
 
 #[tokio::test]
 async fn server_side_apply_tracks_managers_conflicts_and_dropped_fields() {
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let maps: Api<ConfigMap> = Api::namespaced(server.client(), "default");
     let apply = |manager: &str, force: bool| {
         let mut params = PatchParams::apply(manager);
@@ -385,7 +385,7 @@ async fn server_side_apply_tracks_managers_conflicts_and_dropped_fields() {
 
 #[tokio::test]
 async fn finalizers_hold_pods_and_nodes_until_removed() {
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let pods: Api<Pod> = Api::namespaced(server.client(), "default");
     let nodes: Api<Node> = Api::all(server.client());
     let mut held = pod("held", json!({}));
@@ -443,7 +443,7 @@ async fn finalizers_hold_pods_and_nodes_until_removed() {
 
 #[tokio::test]
 async fn table_output_uses_the_crd_printer_columns() {
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let client = server.client();
     let request = http::Request::get("/apis/karpenter.sh/v1/nodepools")
         .header(

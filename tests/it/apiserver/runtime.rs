@@ -14,7 +14,6 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::finalizer::{Event as Finalizer, finalizer};
 use kube::runtime::{Controller, watcher};
 use kube::{Resource, ResourceExt};
-use nodewright::sim::apiserver::ApiServer;
 use serde_json::json;
 
 use super::{config_map, status};
@@ -73,7 +72,7 @@ async fn eventually(mut check: impl AsyncFnMut() -> bool) {
 
 #[tokio::test]
 async fn a_controller_with_a_finalizer_reconciles_and_cleans_up() {
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
     let context = Arc::new(Context {
         api: api.clone(),
@@ -113,7 +112,7 @@ async fn a_controller_with_a_finalizer_reconciles_and_cleans_up() {
 
 #[tokio::test]
 async fn recorded_events_show_as_core_events() {
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let maps: Api<ConfigMap> = Api::namespaced(server.client(), "default");
     let map = maps
         .create(&PostParams::default(), &config_map("m", json!({})))

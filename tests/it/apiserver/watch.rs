@@ -7,14 +7,13 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
-use nodewright::sim::apiserver::ApiServer;
 use serde_json::json;
 
 use super::config_map;
 
 #[tokio::test]
 async fn a_too_old_resource_version_is_a_410_expired_event() {
-    let server = ApiServer::builder().history(10).build();
+    let server = nodewright::sim::double::builder().history(10).build();
     let maps: Api<ConfigMap> = Api::namespaced(server.client(), "default");
     let first = maps
         .create(&PostParams::default(), &config_map("first", json!({})))
@@ -49,7 +48,7 @@ async fn a_too_old_resource_version_is_a_410_expired_event() {
 
 #[tokio::test]
 async fn a_reflector_survives_a_410_through_a_relist() {
-    let server = ApiServer::builder().history(20).build();
+    let server = nodewright::sim::double::builder().history(20).build();
     let maps: Api<ConfigMap> = Api::namespaced(server.client(), "default");
     maps.create(&PostParams::default(), &config_map("before", json!({})))
         .await
@@ -109,7 +108,7 @@ async fn a_reflector_survives_a_410_through_a_relist() {
 
 #[tokio::test]
 async fn idle_watches_get_bookmarks_and_streaming_lists_end_with_one() {
-    let server = ApiServer::builder()
+    let server = nodewright::sim::double::builder()
         .bookmark_interval(Duration::from_millis(100))
         .build();
     let maps: Api<ConfigMap> = Api::namespaced(server.client(), "default");
@@ -165,7 +164,7 @@ async fn idle_watches_get_bookmarks_and_streaming_lists_end_with_one() {
 
 #[tokio::test]
 async fn an_object_leaving_a_label_selector_is_deleted_for_the_watcher() {
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let maps: Api<ConfigMap> = Api::namespaced(server.client(), "default");
     let created = maps
         .create(

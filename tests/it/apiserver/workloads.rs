@@ -5,7 +5,6 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolumeClaim, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use nodewright::apis::NodePool;
-use nodewright::sim::apiserver::ApiServer;
 use serde_json::{Value, json};
 
 use super::{from_json, names, node, status};
@@ -30,7 +29,7 @@ async fn pods_of(pods: &Api<Pod>, app: &str) -> Vec<Pod> {
 
 #[tokio::test]
 async fn deployments_scale_up_and_down_through_their_replica_set() {
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let deployments: Api<Deployment> = Api::namespaced(server.client(), "default");
     let sets: Api<ReplicaSet> = Api::namespaced(server.client(), "default");
     let pods: Api<Pod> = Api::namespaced(server.client(), "default");
@@ -101,7 +100,7 @@ async fn deployments_scale_up_and_down_through_their_replica_set() {
 
 #[tokio::test]
 async fn deleting_a_deployment_collects_its_replica_sets_and_pods() {
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let deployments: Api<Deployment> = Api::namespaced(server.client(), "default");
     let sets: Api<ReplicaSet> = Api::namespaced(server.client(), "default");
     let pods: Api<Pod> = Api::namespaced(server.client(), "default");
@@ -149,7 +148,7 @@ async fn deleting_a_deployment_collects_its_replica_sets_and_pods() {
 
 #[tokio::test]
 async fn stateful_sets_name_their_pods_and_claims_and_scale_from_the_top() {
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let sets: Api<StatefulSet> = Api::namespaced(server.client(), "default");
     let pods: Api<Pod> = Api::namespaced(server.client(), "default");
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(server.client(), "default");
@@ -185,7 +184,7 @@ async fn stateful_sets_name_their_pods_and_claims_and_scale_from_the_top() {
 
 #[tokio::test]
 async fn jobs_run_pods_until_they_succeed() {
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let jobs: Api<Job> = Api::namespaced(server.client(), "default");
     let pods: Api<Pod> = Api::namespaced(server.client(), "default");
     let job: Job = from_json(json!({
@@ -222,7 +221,7 @@ async fn jobs_run_pods_until_they_succeed() {
 
 #[tokio::test]
 async fn daemon_sets_follow_eligible_nodes() {
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let sets: Api<DaemonSet> = Api::namespaced(server.client(), "kube-system");
     let pods: Api<Pod> = Api::namespaced(server.client(), "kube-system");
     let nodes: Api<Node> = Api::all(server.client());
@@ -290,7 +289,7 @@ async fn daemon_sets_follow_eligible_nodes() {
 
 #[tokio::test]
 async fn node_pools_scale_and_namespaces_take_their_contents_with_them() {
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let pools: Api<NodePool> = Api::all(server.client());
     let pool: NodePool = from_json(json!({
         "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "static"},

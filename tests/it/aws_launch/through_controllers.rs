@@ -10,7 +10,6 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use nodewright::apis::NodePool;
 use nodewright::controllers::provisioning::{BatchWindows, ProvisioningSettings};
 use nodewright::operator::{Operator, OperatorSettings};
-use nodewright::sim::apiserver::ApiServer;
 use serde_json::json;
 
 use super::*;
@@ -37,7 +36,7 @@ async fn a_pending_pod_launches_an_instance_in_moto_and_its_deletion_terminates_
     let clients = moto_clients().await;
     let net = network(&clients).await;
     let (cloud, unavailable) = provider(clients.clone(), "ctl-cluster");
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let client = server.client();
 
     let class = class("ctl-class", &net, "");

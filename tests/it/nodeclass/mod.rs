@@ -9,6 +9,7 @@ mod fake_aws;
 use std::sync::Arc;
 use std::time::Duration;
 
+use apiserver_double::ApiServer;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use nodewright::apis::{Condition, ConditionStatus, EC2NodeClass};
 use nodewright::aws::catalog::Catalog;
@@ -17,7 +18,6 @@ use nodewright::aws::instance_types::InstanceTypeProvider;
 use nodewright::controllers::nodeclass::reconcile_node_class;
 use nodewright::controllers::{Context, ControllerSettings};
 use nodewright::extensions::Extensions;
-use nodewright::sim::apiserver::ApiServer;
 use nodewright_host::HostConfig;
 use serde_json::json;
 
@@ -95,7 +95,7 @@ async fn create_and_reconcile(context: &Context, class: EC2NodeClass) -> EC2Node
 
 #[tokio::test]
 async fn a_class_with_working_selectors_is_ready_with_every_status_field_in_one_reconcile() {
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let fake = FakeAws::default();
     let context = context_on(&server, &fake.mocked().clients);
     let stored = create_and_reconcile(&context, class("default")).await;
@@ -156,7 +156,7 @@ async fn a_class_with_working_selectors_is_ready_with_every_status_field_in_one_
 
 #[tokio::test]
 async fn a_subnet_selector_that_matches_nothing_names_the_term_and_warns() {
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let context = context_on(&server, &FakeAws::default().mocked().clients);
     let mut lost = class("lost");
     lost.spec.subnet_selector_terms = serde_json::from_value(json!([
@@ -229,7 +229,7 @@ async fn a_subnet_selector_that_matches_nothing_names_the_term_and_warns() {
 
 #[tokio::test]
 async fn another_controllers_condition_is_kept() {
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let context = context_on(&server, &FakeAws::default().mocked().clients);
     let api: Api<EC2NodeClass> = Api::all(context.client.clone());
     api.create(&PostParams::default(), &class("shared"))
@@ -253,7 +253,7 @@ async fn another_controllers_condition_is_kept() {
 
 #[tokio::test]
 async fn a_condition_written_after_the_class_was_read_is_kept() {
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let context = context_on(&server, &FakeAws::default().mocked().clients);
     let api: Api<EC2NodeClass> = Api::all(context.client.clone());
     let created = api
@@ -281,7 +281,7 @@ async fn a_condition_written_after_the_class_was_read_is_kept() {
 
 #[tokio::test]
 async fn throttling_during_validation_keeps_the_class_ready() {
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let fake = FakeAws::default();
     let first = context_on(&server, &fake.mocked().clients);
     let stored = create_and_reconcile(&first, class("steady")).await;
@@ -319,7 +319,7 @@ async fn throttling_during_validation_keeps_the_class_ready() {
 
 #[tokio::test]
 async fn an_unauthorized_dry_run_names_the_call() {
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let fake = FakeAws {
         dry_run: DryRun::FleetUnauthorized,
         ..FakeAws::default()
@@ -343,7 +343,7 @@ async fn an_unauthorized_dry_run_names_the_call() {
 
 #[tokio::test]
 async fn dry_runs_can_be_disabled() {
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let fake = FakeAws {
         dry_run: DryRun::FleetUnauthorized,
         ..FakeAws::default()
@@ -367,7 +367,7 @@ async fn dry_runs_can_be_disabled() {
 
 #[tokio::test]
 async fn a_placement_group_selector_is_not_launched_without() {
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let context = context_on(&server, &FakeAws::default().mocked().clients);
     let mut grouped = class("grouped");
     grouped.spec.placement_group_selector =
@@ -432,7 +432,7 @@ async fn capacity_reservations_reach_the_status_and_become_reserved_offerings() 
         ],
         ..FakeAws::default()
     };
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let context = context_on(&server, &fake.mocked().clients);
     let mut reserved = class("reserved");
     reserved.spec.capacity_reservation_selector_terms =
@@ -538,7 +538,7 @@ async fn capacity_reservations_reach_the_status_and_become_reserved_offerings() 
 
 #[tokio::test]
 async fn dry_run_answers_are_cached_per_request() {
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let mocked = FakeAws::default().mocked();
     let context = context_on(&server, &mocked.clients);
     let stored = create_and_reconcile(&context, class("cached")).await;
@@ -565,7 +565,7 @@ async fn dry_run_answers_are_cached_per_request() {
 async fn restricted_tags_fail_validation_naming_them() {
     // The CRD's CEL rules refuse these tags; the controller must still
     // report them when the class reaches the cluster another way.
-    let server = ApiServer::builder()
+    let server = nodewright::sim::double::builder()
         .validate_custom_resources(false)
         .build();
     let mocked = FakeAws::default().mocked();

@@ -5,9 +5,9 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::{live, owned, record, storage, template_hash, write_status};
-use crate::sim::apiserver::State;
-use crate::sim::apiserver::meta;
-use crate::sim::apiserver::write::WriteOptions;
+use crate::State;
+use crate::meta;
+use crate::write::WriteOptions;
 
 const MANAGER: &str = "deployment-controller";
 const HASH_LABEL: &str = "pod-template-hash";

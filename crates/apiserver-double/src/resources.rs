@@ -1,7 +1,8 @@
 //! The resources the double serves: the built-in kinds a cluster running
 //! nodewright needs, with their real scopes, short names, categories and
-//! subresources, and custom resources installed from CRD manifests (the
-//! three in `crds/` are installed at start).
+//! subresources, and custom resources installed from CRD manifests (those
+//! given to [`ApiServerBuilder::crds`](crate::ApiServerBuilder::crds) are
+//! installed at start).
 
 use std::sync::Arc;
 
@@ -343,13 +344,6 @@ const BUILTINS: &[Builtin] = &[
     ),
 ];
 
-/// The CRDs installed in every double, from `crds/`.
-pub const BUNDLED_CRDS: &[&str] = &[
-    include_str!("../../../crds/karpenter.sh_nodepools.yaml"),
-    include_str!("../../../crds/karpenter.sh_nodeclaims.yaml"),
-    include_str!("../../../crds/karpenter.k8s.aws_ec2nodeclasses.yaml"),
-];
-
 /// Every served resource.
 #[derive(Debug, Clone)]
 pub struct Registry {
@@ -540,12 +534,4 @@ fn printer_column(column: &Value) -> Option<PrinterColumn> {
         priority: column.get("priority").and_then(Value::as_i64).unwrap_or(0),
         json_path: column.get("jsonPath")?.as_str()?.to_string(),
     })
-}
-
-/// The bundled CRDs as JSON objects.
-pub fn bundled_crds() -> Vec<Value> {
-    BUNDLED_CRDS
-        .iter()
-        .filter_map(|yaml| serde_yaml::from_str::<Value>(yaml).ok())
-        .collect()
 }

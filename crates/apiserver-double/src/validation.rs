@@ -687,16 +687,8 @@ mod tests {
             ("NodePool", "nodepools"),
             ("EC2NodeClass", "ec2nodeclasses"),
         ] {
-            let crd = crate::apis::crds::definitions()
-                .into_iter()
-                .find(|crd| crd.spec.names.kind == kind)
-                .expect("CRD");
-            let crd = serde_json::to_value(crd).expect("CRD as JSON");
-            let schema = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
-            let dir = format!("{}/examples/{dir}", env!("CARGO_MANIFEST_DIR"));
-            for entry in std::fs::read_dir(&dir).expect("examples directory") {
-                let text = std::fs::read_to_string(entry.expect("entry").path()).expect("example");
-                let example: Value = serde_yaml::from_str(&text).expect("example YAML");
+            let schema = &crate::fixtures::schema(kind);
+            for example in crate::fixtures::examples(dir) {
                 assert_eq!(
                     defaulted(schema, example.clone()),
                     kube_defaulted(schema, &example),

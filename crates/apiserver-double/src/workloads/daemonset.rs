@@ -6,8 +6,8 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::{create_pod, delete_pod, is_active, live, owned, pods, record, storage, write_status};
-use crate::sim::apiserver::State;
-use crate::sim::apiserver::meta;
+use crate::State;
+use crate::meta;
 
 const MANAGER: &str = "daemonset-controller";
 

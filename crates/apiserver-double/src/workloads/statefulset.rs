@@ -3,9 +3,9 @@
 use serde_json::{Value, json};
 
 use super::{counts, create_pod, live, owned, pods, record, storage, template_hash, write_status};
-use crate::sim::apiserver::State;
-use crate::sim::apiserver::meta;
-use crate::sim::apiserver::write::WriteOptions;
+use crate::State;
+use crate::meta;
+use crate::write::WriteOptions;
 
 const MANAGER: &str = "statefulset-controller";
 

@@ -1,5 +1,6 @@
 //! A **test double** of the Kubernetes API server, and the engine of
-//! `nodewright sandbox`: objects live in memory, served to `kube::Client`
+//! `nodewright sandbox` (this crate lives in the nodewright workspace as
+//! `crates/apiserver-double`): objects live in memory, served to `kube::Client`
 //! in process as a `tower` service ([`ApiServer::client`]) or over plain
 //! HTTP on 127.0.0.1 ([`ApiServer::serve`]) so that the real `kubectl`
 //! (1.32) and the `nodewright` binary work against it through a
@@ -14,10 +15,10 @@
 //!   ServiceAccounts, Services, PersistentVolumeClaims, PersistentVolumes,
 //!   Deployments, ReplicaSets, StatefulSets (`scale`), DaemonSets, Jobs,
 //!   PodDisruptionBudgets, Leases, StorageClasses, CSINodes,
-//!   PriorityClasses, CustomResourceDefinitions, and the three CRDs of
-//!   `crds/` (NodePool with `scale`, NodeClaim, EC2NodeClass) installed
-//!   from their YAML; more CRDs can be created through the API. Unknown
-//!   resources are 404.
+//!   PriorityClasses, CustomResourceDefinitions, and the CRDs the caller
+//!   installs at start ([`ApiServerBuilder::crds`]: nodewright passes its
+//!   NodePool with `scale`, NodeClaim and EC2NodeClass); more CRDs can be
+//!   created through the API. Unknown resources are 404.
 //! - **Discovery**: `/api`, `/apis`, the per-version resource lists and the
 //!   aggregated `apidiscovery.k8s.io/v2` format; `/version`.
 //! - **Reads**: get; list with label selectors (equality and set-based),
@@ -74,6 +75,8 @@ mod discovery;
 mod disruption;
 mod error;
 mod events;
+#[cfg(test)]
+mod fixtures;
 mod gc;
 mod handler;
 mod jsonpath;
@@ -89,8 +92,6 @@ mod store;
 mod strategic;
 mod subresources;
 mod table;
-#[cfg(test)]
-mod tests;
 pub mod validation;
 mod verbs;
 mod watch;
@@ -105,6 +106,7 @@ use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::BodyExt;
 use http_body_util::combinators::UnsyncBoxBody;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use serde_json::{Value, json};
 
 use resources::Registry;
@@ -150,6 +152,8 @@ pub struct ApiServerBuilder {
     minor: String,
     history: usize,
     options: Options,
+    /// CRDs installed at start, as JSON objects.
+    crds: Vec<Value>,
 }
 
 impl ApiServerBuilder {
@@ -188,7 +192,24 @@ impl ApiServerBuilder {
         self
     }
 
-    /// The server, with the bundled CRDs and the standard namespaces.
+    /// CustomResourceDefinitions installed when the server starts (default
+    /// none), so that a caller's custom resources are served from the first
+    /// request: the double knows no API of its own beyond the built-in kinds.
+    /// A definition that does not serialize is logged and left out.
+    pub fn crds(mut self, crds: impl IntoIterator<Item = CustomResourceDefinition>) -> Self {
+        for crd in crds {
+            match serde_json::to_value(&crd) {
+                Ok(value) => self.crds.push(value),
+                Err(e) => {
+                    tracing::error!(error = %e, "API server double: a CRD does not serialize");
+                }
+            }
+        }
+        self
+    }
+
+    /// The server, with the CRDs given to [`crds`](Self::crds) and the
+    /// standard namespaces.
     pub fn build(self) -> ApiServer {
         let (version, _) = tokio::sync::watch::channel(0);
         let mut state = State {
@@ -196,7 +217,7 @@ impl ApiServerBuilder {
             registry: Registry::builtin(),
             options: self.options.clone(),
         };
-        state.seed();
+        state.seed(self.crds);
         let _ = version.send_replace(state.store.current_version());
         ApiServer {
             inner: Arc::new(Inner {
@@ -210,16 +231,16 @@ impl ApiServerBuilder {
 }
 
 impl State {
-    /// The bundled CRDs and the namespaces every cluster has.
-    fn seed(&mut self) {
+    /// The caller's CRDs and the namespaces every cluster has.
+    fn seed(&mut self, crds: Vec<Value>) {
         let options = WriteOptions::controller("nodewright");
         if let Some(crd_def) =
             self.registry
                 .lookup("apiextensions.k8s.io", "v1", "customresourcedefinitions")
         {
-            for crd in resources::bundled_crds() {
+            for crd in crds {
                 if let Err(e) = self.create(&crd_def, "", crd, &options) {
-                    tracing::error!(error = %e.message, "API server double: a bundled CRD does not install");
+                    tracing::error!(error = %e.message, "API server double: a CRD given at start does not install");
                 }
             }
         }
@@ -249,6 +270,7 @@ impl ApiServer {
             major: "1".into(),
             minor: "34".into(),
             history: 20_000,
+            crds: Vec::new(),
             options: Options {
                 validate_custom_resources: true,
                 workload_controllers: true,
@@ -257,7 +279,8 @@ impl ApiServer {
         }
     }
 
-    /// A server that reports Kubernetes `major.minor`, with default settings.
+    /// A server that reports Kubernetes `major.minor`, with default settings
+    /// (no CRDs).
     pub fn new(major: &str, minor: &str) -> Self {
         Self::builder().kubernetes_version(major, minor).build()
     }

@@ -7,8 +7,8 @@ use serde_json::{Value, json};
 use super::{
     counts, create_pod, delete_pod, is_active, live, owned, pods, record, storage, write_status,
 };
-use crate::sim::apiserver::State;
-use crate::sim::apiserver::meta;
+use crate::State;
+use crate::meta;
 
 const MANAGER: &str = "replicaset-controller";
 

@@ -6,8 +6,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use serde_json::json;
 
-use super::ApiServer;
-use crate::apis::EC2NodeClass;
+use nodewright::apis::EC2NodeClass;
 
 fn config_map(name: &str, labels: serde_json::Value) -> ConfigMap {
     serde_json::from_value(json!({
@@ -41,7 +40,7 @@ fn api_status(error: kube::Error) -> u16 {
 
 #[tokio::test]
 async fn create_get_list_and_errors() {
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let api: Api<ConfigMap> = Api::namespaced(server.client(), "kube-system");
     let created = api
         .create(
@@ -98,7 +97,7 @@ async fn create_get_list_and_errors() {
 
 #[tokio::test]
 async fn a_write_that_changes_nothing_keeps_the_version_and_a_label_keeps_the_generation() {
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
     let created = api
         .create(&PostParams::default(), &config_map("c", json!({"a": "1"})))
@@ -135,7 +134,7 @@ async fn a_write_that_changes_nothing_keeps_the_version_and_a_label_keeps_the_ge
 
 #[tokio::test]
 async fn status_writes_touch_only_status_and_generation_counts_spec_changes() {
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let api: Api<EC2NodeClass> = Api::all(server.client());
     let created = api
         .create(&PostParams::default(), &node_class("c"))
@@ -187,7 +186,7 @@ async fn status_writes_touch_only_status_and_generation_counts_spec_changes() {
 
 #[tokio::test]
 async fn finalizers_hold_deletion_until_removed() {
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let api: Api<EC2NodeClass> = Api::all(server.client());
     let mut class = node_class("f");
     class.metadata.finalizers = Some(vec!["karpenter.k8s.aws/termination".to_string()]);
@@ -204,7 +203,7 @@ async fn finalizers_hold_deletion_until_removed() {
 
 #[tokio::test]
 async fn a_watcher_sees_creates_updates_and_deletes() {
-    let server = ApiServer::default();
+    let server = nodewright::sim::double::server();
     let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
     api.create(&PostParams::default(), &config_map("before", json!({})))
         .await

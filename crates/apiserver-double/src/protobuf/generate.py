@@ -3,7 +3,7 @@
 messages the API server double decodes, read from the file descriptors that
 a kubectl binary embeds (gzip-compressed FileDescriptorProtos).
 
-    python3 src/sim/apiserver/protobuf/generate.py /usr/bin/kubectl > src/sim/apiserver/protobuf/messages.txt
+    python3 crates/apiserver-double/src/protobuf/generate.py /usr/bin/kubectl > crates/apiserver-double/src/protobuf/messages.txt
 
 Format: `message <name>` or `map <name>` (a map entry: key 1, value 2), then
 one line per field: `<number> <jsonName> <type>[*][!] [<message type>]` where

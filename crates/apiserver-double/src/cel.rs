@@ -390,31 +390,9 @@ fn under(path: &str, relative: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fixtures::{examples, schema};
     use kube::core::cel::compile_schema;
     use serde_json::json;
-
-    /// Each example of `kind`'s directory, as JSON.
-    fn examples(dir: &str) -> Vec<Value> {
-        let dir = format!("{}/examples/{dir}", env!("CARGO_MANIFEST_DIR"));
-        let mut found = Vec::new();
-        for entry in std::fs::read_dir(&dir).expect("examples directory") {
-            let text = std::fs::read_to_string(entry.expect("entry").path()).expect("example");
-            found.push(serde_yaml::from_str(&text).expect("example YAML"));
-        }
-        assert!(!found.is_empty(), "no examples in {dir}");
-        found
-    }
-
-    fn schema(kind: &str) -> Value {
-        let crd = crate::apis::crds::definitions()
-            .into_iter()
-            .find(|crd| crd.spec.names.kind == kind)
-            .expect("CRD");
-        let crd = serde_json::to_value(crd).expect("CRD as JSON");
-        crd.pointer("/spec/versions/0/schema/openAPIV3Schema")
-            .cloned()
-            .expect("schema")
-    }
 
     /// (field, message) pairs, sorted.
     type Reported = Vec<(String, String)>;

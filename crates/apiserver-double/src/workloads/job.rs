@@ -3,8 +3,8 @@
 use serde_json::{Value, json};
 
 use super::{create_pod, delete_pod, is_active, live, owned, pods, record, storage};
-use crate::sim::apiserver::State;
-use crate::sim::apiserver::meta;
+use crate::State;
+use crate::meta;
 
 const MANAGER: &str = "job-controller";
 

@@ -78,7 +78,6 @@ mod events;
 #[cfg(test)]
 mod fixtures;
 mod gc;
-mod handler;
 mod jsonpath;
 mod meta;
 mod openapi;
@@ -86,7 +85,9 @@ mod patch;
 mod path;
 mod printers;
 mod protobuf;
+mod request;
 mod resources;
+mod router;
 mod selector;
 mod store;
 mod strategic;
@@ -295,7 +296,7 @@ impl ApiServer {
                 let bytes = match body.collect().await {
                     Ok(collected) => collected.to_bytes(),
                     Err(e) => {
-                        return Ok::<_, Infallible>(handler::error_response(
+                        return Ok::<_, Infallible>(request::error_response(
                             &error::ApiError::bad_request(e.to_string()),
                         ));
                     }
@@ -322,7 +323,7 @@ impl ApiServer {
                             let bytes = match body.collect().await {
                                 Ok(collected) => collected.to_bytes(),
                                 Err(e) => {
-                                    return Ok::<_, Infallible>(handler::error_response(
+                                    return Ok::<_, Infallible>(request::error_response(
                                         &error::ApiError::bad_request(e.to_string()),
                                     ));
                                 }
@@ -355,7 +356,7 @@ impl ApiServer {
         state
             .store
             .list(&def.storage, None)
-            .map(|o| handler::output(&def, o))
+            .map(|o| request::output(&def, o))
             .collect()
     }
 
@@ -371,6 +372,6 @@ impl ApiServer {
     }
 
     async fn handle(&self, request: Request<Bytes>) -> Response<ResponseBody> {
-        handler::handle(self, request).await
+        router::handle(self, request).await
     }
 }

@@ -7,10 +7,10 @@ use serde_json::{Value, json};
 
 use super::State;
 use super::error::{ApiError, success_status};
-use super::handler::Context;
 use super::jsonpath;
 use super::meta;
 use super::path::Route;
+use super::request::Context;
 use super::selector::LabelSelector;
 use super::verbs::apply_patch;
 

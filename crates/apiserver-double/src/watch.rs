@@ -15,8 +15,8 @@ use http_body_util::{BodyExt, StreamBody};
 use serde_json::{Value, json};
 
 use super::error::ApiError;
-use super::handler::{Context, Shape, error_response, shaped_text};
 use super::path::Route;
+use super::request::{Context, Shape, error_response, shaped_text};
 use super::resources::ResourceDef;
 use super::selector::Selector;
 use super::store::{Change, EventType};

@@ -21,7 +21,7 @@ pub enum CrdError {
         /// CRD name.
         name: String,
         /// The serializer's error.
-        source: serde_yaml::Error,
+        source: serde_norway::Error,
     },
 }
 
@@ -127,7 +127,7 @@ pub fn generate() -> Result<Vec<(String, String)>, CrdError> {
         .into_iter()
         .map(|crd| {
             let name = file_name(&crd);
-            let yaml = serde_yaml::to_string(&crd).map_err(|source| CrdError::Yaml {
+            let yaml = serde_norway::to_string(&crd).map_err(|source| CrdError::Yaml {
                 name: crd.metadata.name.clone().unwrap_or_default(),
                 source,
             })?;

@@ -262,7 +262,7 @@ mod tests {
     use crate::scheduling::{CapacityType, Overhead, Requirement, Requirements};
 
     fn claim() -> NodeClaim {
-        serde_yaml::from_str(
+        serde_norway::from_str(
             "apiVersion: karpenter.sh/v1\nkind: NodeClaim\nmetadata: {name: c, labels: {team: web}}\nspec:\n  requirements: []\n  nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n",
         )
         .unwrap()
@@ -349,7 +349,7 @@ mod tests {
         };
         let options = |operator: &str, values: &str| {
             let mut claim = claim();
-            claim.spec.requirements = serde_yaml::from_str(&format!(
+            claim.spec.requirements = serde_norway::from_str(&format!(
                 "[{{key: {INSTANCE_TYPE_LABEL_KEY}, operator: {operator}, values: {values}}}]"
             ))
             .unwrap();

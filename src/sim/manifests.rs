@@ -145,7 +145,7 @@ struct TypeMeta {
 /// stream in locations.
 pub fn documents(origin: &str, text: &str) -> Result<Vec<Document>, ManifestError> {
     let mut out = Vec::new();
-    for (index, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
+    for (index, document) in serde_norway::Deserializer::from_str(text).enumerate() {
         let location = format!("{origin} (document {})", index + 1);
         let value = Value::deserialize(document).map_err(|e| ManifestError::Invalid {
             location: location.clone(),
@@ -369,6 +369,7 @@ pub(crate) fn collect_files(path: &Path, out: &mut Vec<PathBuf>) -> Result<(), M
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn workloads_expand_into_deterministically_named_pods() {
@@ -545,5 +546,106 @@ items:
             err.starts_with("stdin (document 1): items:") && err.contains("a list"),
             "{err}"
         );
+    }
+
+    // The YAML kubectl, Helm and people write, pinned so that a change of
+    // YAML library shows here first.
+
+    fn values(text: &str) -> Vec<(String, Value)> {
+        documents("t.yaml", text)
+            .expect("documents")
+            .into_iter()
+            .map(|d| (d.location, d.value))
+            .collect()
+    }
+
+    #[test]
+    fn yaml_anchors_and_aliases_expand_and_merge_keys_stay_keys() {
+        let docs = values(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: a\n  labels: &labels\n    app: web\n  annotations: *labels\n",
+        );
+        assert_eq!(docs[0].1["metadata"]["annotations"], json!({"app": "web"}));
+        // `<<` is YAML 1.1's merge key; a YAML 1.2 reader (as kubectl's is
+        // not) keeps it as an ordinary key.
+        let docs = values(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\nbase: &b {cpu: '1'}\ndata:\n  <<: *b\n  memory: 1Gi\n",
+        );
+        assert_eq!(
+            docs[0].1["data"],
+            json!({"<<": {"cpu": "1"}, "memory": "1Gi"})
+        );
+    }
+
+    #[test]
+    fn yaml_streams_skip_empty_documents_but_count_them() {
+        let docs = values(
+            "---\napiVersion: v1\nkind: A\nmetadata: {name: a}\n---\n---\napiVersion: v1\nkind: B\nmetadata: {name: b}\n...\n---\n# only a comment\n",
+        );
+        let found: Vec<(&str, &str)> = docs
+            .iter()
+            .map(|(location, value)| (location.as_str(), value["kind"].as_str().unwrap_or("")))
+            .collect();
+        assert_eq!(
+            found,
+            [("t.yaml (document 1)", "A"), ("t.yaml (document 3)", "B")]
+        );
+    }
+
+    #[test]
+    fn yaml_lists_open_into_their_items() {
+        let docs = values(
+            "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Pod\n  metadata: {name: a}\n- apiVersion: v1\n  kind: Node\n  metadata: {name: n}\n",
+        );
+        let kinds: Vec<(&str, &str)> = docs
+            .iter()
+            .map(|(location, value)| (location.as_str(), value["kind"].as_str().unwrap_or("")))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                ("t.yaml (document 1, items[0])", "Pod"),
+                ("t.yaml (document 1, items[1])", "Node")
+            ]
+        );
+    }
+
+    #[test]
+    fn yaml_big_integers_stay_exact_or_are_refused() {
+        let docs = values(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\nbig: 9223372036854775808\nmemory: 17179869184\nmax: 18446744073709551615\n",
+        );
+        assert_eq!(docs[0].1["big"].as_u64(), Some(9_223_372_036_854_775_808));
+        assert_eq!(docs[0].1["memory"].as_i64(), Some(17_179_869_184));
+        assert_eq!(docs[0].1["max"].as_u64(), Some(u64::MAX));
+        for text in [
+            "kind: X\ntoo-big: 18446744073709551616\n",
+            "kind: X\ntoo-small: -9223372036854775809\n",
+        ] {
+            let error = documents("t.yaml", text).expect_err(text).to_string();
+            assert!(error.contains("t.yaml (document 1)"), "{error}");
+            assert!(error.contains("out of range"), "{error}");
+        }
+    }
+
+    #[test]
+    fn yaml_yes_no_on_off_are_strings_quoted_or_not() {
+        let docs = values(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata:\n  a: yes\n  b: no\n  c: on\n  d: off\n  e: 'yes'\n  f: \"off\"\n  g: y\n  on: key\nflag: true\nmode: 0777\n",
+        );
+        assert_eq!(
+            docs[0].1["data"],
+            json!({"a": "yes", "b": "no", "c": "on", "d": "off", "e": "yes", "f": "off", "g": "y", "on": "key"})
+        );
+        assert_eq!(docs[0].1["flag"], json!(true));
+        assert_eq!(docs[0].1["mode"], json!("0777"));
+        // A bool field takes only YAML 1.2's true/false.
+        assert!(serde_norway::from_str::<bool>("yes").is_err());
+        assert_eq!(serde_norway::from_str::<bool>("false").ok(), Some(false));
+    }
+
+    #[test]
+    fn yaml_duplicate_keys_keep_the_last() {
+        let docs = values("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\nx: 1\nx: 2\n");
+        assert_eq!(docs[0].1["x"], json!(2));
     }
 }

@@ -278,7 +278,7 @@ async fn the_binder_never_binds_to_a_cordoned_node() {
         .unwrap();
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
     let small = deployment("small", 2, "100m");
-    let small: Deployment = serde_yaml::from_str(&small).unwrap();
+    let small: Deployment = serde_norway::from_str(&small).unwrap();
     deployments
         .create(&Default::default(), &small)
         .await
@@ -496,7 +496,7 @@ async fn pods_run_on_the_next_offering_when_the_cheapest_has_no_capacity() {
         });
     }
     let client = sandbox.client();
-    let deployment: Deployment = serde_yaml::from_str(&deployment("web", 2, "500m")).unwrap();
+    let deployment: Deployment = serde_norway::from_str(&deployment("web", 2, "500m")).unwrap();
     Api::<Deployment>::namespaced(client.clone(), "default")
         .create(&Default::default(), &deployment)
         .await

@@ -59,7 +59,7 @@ mod tests {
     use super::*;
 
     fn pool(extra: &str) -> NodePool {
-        serde_yaml::from_str(&format!(
+        serde_norway::from_str(&format!(
             r#"
 apiVersion: karpenter.sh/v1
 kind: NodePool

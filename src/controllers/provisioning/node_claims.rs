@@ -134,7 +134,7 @@ mod tests {
     };
 
     fn pool() -> NodePool {
-        serde_yaml::from_str(
+        serde_norway::from_str(
             r#"
 apiVersion: karpenter.sh/v1
 kind: NodePool

@@ -135,13 +135,14 @@ pub fn read(paths: &[PathBuf]) -> Result<Vec<Document>, ApplyError> {
 pub fn parse(origin: &str, text: &str) -> Result<Vec<Document>, ApplyError> {
     let mut out = Vec::new();
     let file = origin;
-    for (index, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
+    for (index, document) in serde_norway::Deserializer::from_str(text).enumerate() {
         let origin = format!("{file} (document {})", index + 1);
         let invalid = |message: String| ApplyError::Invalid {
             origin: origin.clone(),
             message,
         };
-        let yaml = serde_yaml::Value::deserialize(document).map_err(|e| invalid(e.to_string()))?;
+        let yaml =
+            serde_norway::Value::deserialize(document).map_err(|e| invalid(e.to_string()))?;
         if yaml.is_null() {
             continue;
         }

@@ -384,7 +384,7 @@ mod tests {
     use super::*;
 
     fn spec(yaml: &str) -> EC2NodeClassSpec {
-        serde_yaml::from_str(yaml).unwrap()
+        serde_norway::from_str(yaml).unwrap()
     }
 
     #[test]

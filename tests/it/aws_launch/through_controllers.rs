@@ -61,7 +61,10 @@ async fn a_pending_pod_launches_an_instance_in_moto_and_its_deletion_terminates_
         .await
         .unwrap();
     Api::<NodePool>::all(client.clone())
-        .create(&PostParams::default(), &serde_yaml::from_str(POOL).unwrap())
+        .create(
+            &PostParams::default(),
+            &serde_norway::from_str(POOL).unwrap(),
+        )
         .await
         .unwrap();
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");

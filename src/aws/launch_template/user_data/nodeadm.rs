@@ -71,7 +71,7 @@ fn user_parts(custom: Option<&str>) -> Result<Vec<Part>, UserDataError> {
     if mime::is_mime(custom) {
         return mime::parse(custom);
     }
-    let content_type = if serde_yaml::from_str::<serde_yaml::Mapping>(custom).is_ok() {
+    let content_type = if serde_norway::from_str::<serde_norway::Mapping>(custom).is_ok() {
         NODE_CONFIG
     } else {
         SHELL_SCRIPT
@@ -124,7 +124,7 @@ fn node_config(input: &BootstrapInput<'_>) -> Result<String, UserDataError> {
             },
         },
     };
-    let yaml = serde_yaml::to_string(&document)
+    let yaml = serde_norway::to_string(&document)
         .map_err(|e| UserDataError::Render(format!("NodeConfig: {e}")))?;
     Ok(format!("{HEADER}\n{yaml}"))
 }

@@ -309,13 +309,25 @@ impl ClusterState {
             .node_classes
             .store
             .get(&kube::runtime::reflector::ObjectRef::new(name))?;
+        let config_maps = self.config_maps_of(&class);
+        Some(NodeClassContext {
+            class,
+            config_maps: Arc::new(config_maps),
+        })
+    }
+
+    /// The stored ConfigMaps that `class`'s extensions reference (a missing
+    /// one is reported by the module that needs it).
+    pub fn config_maps_of(&self, class: &EC2NodeClass) -> Vec<ConfigMap> {
         let effective = class.spec.effective_extensions().ok();
         let referenced = effective
             .as_ref()
             .map(|e| e.config_map_references())
             .unwrap_or_default();
-        let config_maps = self
-            .config_maps
+        if referenced.is_empty() {
+            return Vec::new();
+        }
+        self.config_maps
             .all()
             .into_iter()
             .filter(|cm| {
@@ -324,11 +336,21 @@ impl ClusterState {
                     .any(|(namespace, name)| is_config_map(cm, namespace, name))
             })
             .map(|cm| ConfigMap::clone(&cm))
+            .collect()
+    }
+
+    /// Names of the stored NodePools whose template uses EC2NodeClass
+    /// `class`, sorted.
+    pub fn node_pools_of(&self, class: &str) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .node_pools
+            .all()
+            .iter()
+            .filter(|p| p.spec.template.spec.node_class_ref.name == class)
+            .map(|p| p.name_any())
             .collect();
-        Some(NodeClassContext {
-            class,
-            config_maps: Arc::new(config_maps),
-        })
+        names.sort();
+        names
     }
 
     /// The cluster as a provisioning decision sees it now: the stores,

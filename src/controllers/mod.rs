@@ -1,7 +1,8 @@
-//! Controllers: reconcile loops over the cluster's objects. [`run`] starts
-//! the EC2NodeClass status controller (subnets, security groups, instance
-//! profile, capacity reservations, AMIs, extensions, dry-run validation,
-//! readiness).
+//! Controllers: reconcile loops over the cluster's objects, one module
+//! each. `operator::Operator` starts them, all on one shared
+//! [`ClusterState`]. [`Context`] is the EC2NodeClass status controller's
+//! (subnets, security groups, instance profile, capacity reservations,
+//! AMIs, extensions, dry-run validation, readiness).
 
 pub mod gauges;
 pub mod node;
@@ -23,6 +24,7 @@ use crate::aws::instance_types::InstanceTypeProvider;
 use crate::aws::launch_template::LaunchTemplateProvider;
 use crate::aws::security_groups::SecurityGroupProvider;
 use crate::aws::subnets::SubnetProvider;
+use crate::cluster::ClusterState;
 
 /// Settings of the controllers that come from flags.
 #[derive(Debug, Clone, Default)]
@@ -36,10 +38,24 @@ pub struct ControllerSettings {
     pub disable_dry_run: bool,
 }
 
-/// What every controller shares.
+/// What the EC2NodeClass controller is made from before the cluster state
+/// exists: its AWS clients and settings. The operator builds the
+/// [`Context`] when it starts the controllers.
+#[derive(Clone)]
+pub struct NodeClassSetup {
+    /// The AWS clients the class's providers call.
+    pub clients: AwsClients,
+    /// Settings from flags.
+    pub settings: ControllerSettings,
+}
+
+/// The EC2NodeClass controllers' context: the AWS providers, and the
+/// shared cluster state they read NodePools and ConfigMaps from.
 pub struct Context {
     /// The API server.
     pub client: kube::Client,
+    /// The shared cluster view (NodePools, ConfigMaps, NodeClaims).
+    pub state: Arc<ClusterState>,
     /// Each NodePool's instance types: catalog, resolver, extensions.
     pub instance_types: Arc<InstanceTypeProvider>,
     /// Finds the images an EC2NodeClass selects.
@@ -67,12 +83,31 @@ pub struct Context {
     pub recorder: Recorder,
 }
 
+impl NodeClassSetup {
+    /// The controller's context over `state`.
+    pub fn context(
+        &self,
+        client: kube::Client,
+        state: Arc<ClusterState>,
+        instance_types: Arc<InstanceTypeProvider>,
+    ) -> Context {
+        Context::new(
+            client,
+            state,
+            instance_types,
+            &self.clients,
+            self.settings.clone(),
+        )
+    }
+}
+
 impl Context {
-    /// A context over `aws` whose events are reported by the `nodewright`
-    /// controller. The capacity reservation provider keeps its free counts
-    /// where `instance_types` reads them.
+    /// A context over `aws` and `state` whose events are reported by the
+    /// `nodewright` controller. The capacity reservation provider keeps its
+    /// free counts where `instance_types` reads them.
     pub fn new(
         client: kube::Client,
+        state: Arc<ClusterState>,
         instance_types: Arc<InstanceTypeProvider>,
         aws: &AwsClients,
         settings: ControllerSettings,
@@ -85,6 +120,7 @@ impl Context {
         Context {
             recorder: Recorder::new(client.clone(), reporter),
             client,
+            state,
             amis: AmiProvider::new(aws.ec2.clone(), aws.ssm.clone()),
             subnets: SubnetProvider::new(aws.ec2.clone()),
             security_groups: SecurityGroupProvider::new(aws.ec2.clone()),
@@ -155,12 +191,6 @@ pub fn truncate(mut text: String, max: usize) -> String {
         text.truncate(end);
     }
     text
-}
-
-/// Runs every controller until a shutdown signal (SIGTERM, Ctrl-C).
-pub async fn run(context: Arc<Context>) -> Result<(), ControllerError> {
-    nodeclass::run(context).await;
-    Ok(())
 }
 
 #[cfg(test)]

@@ -72,8 +72,8 @@ pub struct Operator {
     /// Where instances are launched; `None` runs no launch, termination or
     /// garbage-collection controller (status controllers only).
     pub cloud: Option<Arc<dyn CloudProvider>>,
-    /// The EC2NodeClass status controller's context, when it runs.
-    pub node_classes: Option<Arc<controllers::Context>>,
+    /// What the EC2NodeClass status controller is made from, when it runs.
+    pub node_classes: Option<controllers::NodeClassSetup>,
     /// Settings.
     pub settings: OperatorSettings,
 }
@@ -253,14 +253,16 @@ impl Operator {
             gauges::run(gauged, types).await;
             "gauges"
         });
-        if let Some(classes) = self.node_classes.clone() {
+        if let Some(setup) = &self.node_classes {
+            let classes =
+                Arc::new(setup.context(self.client.clone(), state, self.instance_types.clone()));
             let collector = classes.clone();
             set.spawn(async move {
                 controllers::nodeclass::run(classes).await;
                 "nodeclass"
             });
             set.spawn(async move {
-                controllers::nodeclass::garbage_collection::run(collector, state).await;
+                controllers::nodeclass::garbage_collection::run(collector).await;
                 "instanceprofile.garbagecollection"
             });
         }

@@ -10,6 +10,7 @@ use apiserver_double::ApiServer;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use nodewright::apis::{ConditionStatus, EC2NodeClass, NodePool};
+use nodewright::cluster::ClusterState;
 use nodewright::controllers::{self, Context, nodeclass::reconcile_node_class};
 use serde_json::{Value, json};
 
@@ -96,6 +97,19 @@ async fn wait_for(
     None
 }
 
+/// Waits until the context's cluster state shows what `seen` looks for: the
+/// watch delivers a write a moment after the API server took it.
+async fn until_stored(context: &Context, seen: impl Fn(&ClusterState) -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !seen(&context.state) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the cluster state never saw the write"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// `(type, reason, note)` of every event about EC2NodeClass `name`.
 fn events_about(server: &ApiServer, name: &str) -> Vec<(String, String, String)> {
     server
@@ -116,6 +130,7 @@ async fn default_extensions_make_a_class_ready_with_its_amis() {
         .create(&PostParams::default(), &pool("general", "default"))
         .await
         .unwrap();
+    until_stored(&context, |state| !state.node_pools_of("default").is_empty()).await;
     let stored = create_and_reconcile(&context, class("default", None)).await;
 
     let ready = condition(&stored, "ExtensionsReady");
@@ -249,6 +264,7 @@ async fn a_config_map_module_recovers_when_its_config_map_appears() {
         .create(&PostParams::default(), &config_map)
         .await
         .unwrap();
+    until_stored(&context, |state| !state.config_maps_of(&missing).is_empty()).await;
     reconcile_node_class(&context, &missing).await.unwrap();
     let recovered = classes.get("from-cm").await.unwrap();
     assert_eq!(
@@ -313,7 +329,7 @@ async fn a_class_deleted_before_its_status_is_written_is_left_alone() {
 #[tokio::test]
 async fn the_controller_loop_writes_status_for_a_new_class() {
     let (_server, context) = cluster();
-    let running = tokio::spawn(controllers::run(context.clone()));
+    let running = tokio::spawn(controllers::nodeclass::run(context.clone()));
     let classes: Api<EC2NodeClass> = Api::all(context.client.clone());
     classes
         .create(&PostParams::default(), &class("watched", None))

@@ -321,7 +321,7 @@ async fn the_controller_finalizes_a_class_when_its_last_claim_goes_in_moto() {
     create_role(&clients, "term-loop-role").await;
     let server = nodewright::sim::double::server();
     let context = context_in("term-loop-cluster", &server, &clients);
-    let running = tokio::spawn(controllers::run(context.clone()));
+    let running = tokio::spawn(controllers::nodeclass::run(context.clone()));
     let api: Api<EC2NodeClass> = Api::all(context.client.clone());
     api.create(
         &PostParams::default(),

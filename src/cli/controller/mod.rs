@@ -102,18 +102,16 @@ pub fn run(args: &ControllerArgs) -> Result<(), CliError> {
                         unavailable,
                         launch,
                     ));
-                    let context = crate::controllers::Context::new(
-                        client.clone(),
-                        instance_types.clone(),
-                        &clients,
-                        crate::controllers::ControllerSettings {
+                    let setup = crate::controllers::NodeClassSetup {
+                        clients,
+                        settings: crate::controllers::ControllerSettings {
                             kubernetes_version,
                             cluster_name: args.cluster_name.clone(),
                             disable_dry_run: args.disable_dry_run,
                         },
-                    );
+                    };
                     let cloud = cloud as Arc<dyn CloudProvider>;
-                    (instance_types, Some(cloud), Some(Arc::new(context)))
+                    (instance_types, Some(cloud), Some(setup))
                 }
             };
         let operator = Operator {

@@ -7,12 +7,10 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::ResourceExt;
-use kube::api::{Api, ListParams};
 use nodewright_host::text::{self, Keep};
 
 use crate::apis::conditions::EC2_NODE_CLASS_EXTENSIONS_READY;
-use crate::apis::{Condition, ConditionStatus, EC2NodeClass, NodePool};
+use crate::apis::{Condition, ConditionStatus, EC2NodeClass};
 use crate::aws::instance_types::InstanceTypeProvider;
 use crate::extensions::{AmiSelection, ConfigMapSource, ModuleReport, Outcome, run_blocking};
 use crate::scheduling::{Blocked, BlockedReason};
@@ -26,40 +24,6 @@ pub const MAX_CONDITION_MESSAGE: usize = 32_768;
 
 /// How a class whose instance types cannot be resolved is reported.
 const UNRESOLVABLE: &str = "cannot resolve instance types";
-
-/// The ConfigMaps the class's extensions reference (those that exist; a
-/// missing one is reported by the module that needs it).
-pub async fn referenced_config_maps(
-    context: &Context,
-    class: &EC2NodeClass,
-) -> Result<Vec<ConfigMap>, ControllerError> {
-    let Ok(effective) = class.spec.effective_extensions() else {
-        return Ok(Vec::new());
-    };
-    let mut found = Vec::new();
-    for (namespace, name) in effective.config_map_references() {
-        let api: Api<ConfigMap> = Api::namespaced(context.client.clone(), namespace);
-        if let Some(config_map) = api.get_opt(name).await? {
-            found.push(config_map);
-        }
-    }
-    Ok(found)
-}
-
-/// Names of the NodePools whose template uses the class, sorted.
-pub async fn node_pools_of(context: &Context, class: &str) -> Result<Vec<String>, ControllerError> {
-    let pools = Api::<NodePool>::all(context.client.clone())
-        .list(&ListParams::default())
-        .await?;
-    let mut names: Vec<String> = pools
-        .items
-        .iter()
-        .filter(|p| p.spec.template.spec.node_class_ref.name == class)
-        .map(ResourceExt::name_any)
-        .collect();
-    names.sort();
-    Ok(names)
-}
 
 /// What the extension part of a pass found.
 pub struct ExtensionOutcomes {

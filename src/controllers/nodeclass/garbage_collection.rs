@@ -18,7 +18,6 @@ use super::super::Context;
 use crate::apis::labels::INSTANCE_PROFILE_ANNOTATION_KEY;
 use crate::apis::{EC2NodeClass, NodeClaim};
 use crate::aws::instance_profile::{InstanceProfileError, cluster_instance_profile_path};
-use crate::cluster::ClusterState;
 
 /// How often unused profiles are looked for (Karpenter: 30 minutes).
 pub const INTERVAL: Duration = Duration::from_secs(30 * 60);
@@ -27,7 +26,8 @@ pub const RETRY: Duration = Duration::from_secs(60);
 
 /// Runs until the process ends: one pass once the cluster state is synced,
 /// then one every [`INTERVAL`].
-pub async fn run(context: Arc<Context>, state: Arc<ClusterState>) {
+pub async fn run(context: Arc<Context>) {
+    let state = context.state.clone();
     state.synced().await;
     loop {
         let classes = state.node_classes.all();

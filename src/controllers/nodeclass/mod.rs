@@ -45,7 +45,7 @@ mod validation;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
@@ -56,7 +56,7 @@ use tracing::Instrument;
 
 use super::{Context, ControllerError};
 use crate::apis::conditions::{READY, find_condition};
-use crate::apis::{Condition, EC2NodeClass, EC2NodeClassStatus, NodeClaim, NodePool};
+use crate::apis::{Condition, EC2NodeClass, EC2NodeClassStatus};
 
 pub use ami::amis_ready_condition;
 pub use capacity_reservations::{EXPIRING_WINDOW, to_status as capacity_reservation_status};
@@ -92,27 +92,30 @@ impl Reconciled {
     }
 }
 
-/// Runs the controller until a shutdown signal.
+/// Runs the controller until the cluster state's feeds end. A class is
+/// reconciled when it changes, when a NodePool that uses it changes, and
+/// when one of its NodeClaims is deleted (a class being deleted waits for
+/// its last claim) — all from the shared cluster state's stores.
 pub async fn run(context: Arc<Context>) {
-    let classes: Api<EC2NodeClass> = Api::all(context.client.clone());
-    let pools: Api<NodePool> = Api::all(context.client.clone());
-    let claims: Api<NodeClaim> = Api::all(context.client.clone());
-    // Only deletions: a class being deleted waits for its last claim.
-    let deleted_claims =
-        watcher(claims, watcher::Config::default()).try_filter_map(|event| async move {
-            Ok(match event {
-                watcher::Event::Delete(claim) => Some(claim),
-                _ => None,
-            })
-        });
-    Controller::new(classes, watcher::Config::default())
-        .watches(pools, watcher::Config::default(), |pool: NodePool| {
-            Some(ObjectRef::new(&pool.spec.template.spec.node_class_ref.name))
+    let state = context.state.clone();
+    let class_of_pool = state
+        .node_pools
+        .changes()
+        .map(|pool| pool.spec.template.spec.node_class_ref.name.clone());
+    // A deleted claim is sent as last seen and is no longer stored.
+    let class_of_deleted_claim = {
+        let claims = state.node_claims.store().clone();
+        state.node_claims.changes().filter_map(move |claim| {
+            let gone = claims.get(&ObjectRef::from_obj(claim.as_ref())).is_none();
+            std::future::ready(gone.then(|| claim.spec.node_class_ref.name.clone()))
         })
-        .watches_stream(deleted_claims, |claim: NodeClaim| {
-            Some(ObjectRef::new(&claim.spec.node_class_ref.name))
-        })
-        .shutdown_on_signal()
+    };
+    let classes = state.node_classes.store().clone();
+    let referenced = futures::stream::select(class_of_pool, class_of_deleted_claim)
+        .filter_map(move |name| std::future::ready(classes.get(&ObjectRef::new(&name))));
+    let trigger = futures::stream::select(state.node_classes.changes(), referenced)
+        .map(|class| Ok::<EC2NodeClass, watcher::Error>(EC2NodeClass::clone(&class)));
+    Controller::for_stream(trigger, state.node_classes.store().clone())
         .run(reconcile, error_policy, context)
         .for_each(|result| async move {
             match result {
@@ -216,8 +219,11 @@ async fn reconcile_in_span(
 ) -> Result<Option<Reconciled>, ControllerError> {
     let name = class.name_any();
     let stamp = Stamp::new(class.metadata.generation);
-    let config_maps = extensions::referenced_config_maps(context, class).await?;
-    let pools = extensions::node_pools_of(context, &name).await?;
+    // NodePools and ConfigMaps as the shared stores hold them, once they
+    // hold their first lists (a pass before would see no pools).
+    context.state.synced().await;
+    let config_maps = context.state.config_maps_of(class);
+    let pools = context.state.node_pools_of(&name);
 
     let (subnets, security_groups, reservations, profile, found_amis) = tokio::join!(
         subnets::resolve(context, class, &stamp),

@@ -12,22 +12,21 @@ use crate::aws::cloudprovider::AwsCloudProvider;
 use crate::aws::instance_types::InstanceTypeProvider;
 use crate::aws::launch_template::{IpFamily, LaunchSettings};
 use crate::cloudprovider::{CloudProvider, UnavailableOfferings};
-use crate::controllers::{Context, ControllerSettings};
+use crate::controllers::{ControllerSettings, NodeClassSetup};
 
 /// The sandbox's service CIDR, written into AL2023 user data.
 const SERVICE_CIDR: &str = "10.100.0.0/16";
 /// The sandbox's cluster DNS IP, inside [`SERVICE_CIDR`].
 const CLUSTER_DNS_IP: &str = "10.100.0.10";
 
-/// The AWS cloud provider and the EC2NodeClass controller's context.
+/// The AWS cloud provider and what the EC2NodeClass controller is made from.
 pub async fn providers(
     settings: &SandboxSettings,
-    client: &kube::Client,
     url: &str,
     instance_types: &Arc<InstanceTypeProvider>,
     unavailable: Arc<UnavailableOfferings>,
     kubernetes_version: &str,
-) -> (Arc<dyn CloudProvider>, Arc<Context>) {
+) -> (Arc<dyn CloudProvider>, NodeClassSetup) {
     let sdk = sdk_config(&AwsSettings {
         region: Some(settings.region.clone()),
         ..settings.aws.clone()
@@ -48,15 +47,13 @@ pub async fn providers(
         unavailable,
         launch,
     ));
-    let context = Context::new(
-        client.clone(),
-        instance_types.clone(),
-        &clients,
-        ControllerSettings {
+    let setup = NodeClassSetup {
+        clients,
+        settings: ControllerSettings {
             kubernetes_version: kubernetes_version.to_string(),
             cluster_name: settings.cluster_name.clone(),
             disable_dry_run: false,
         },
-    );
-    (cloud, Arc::new(context))
+    };
+    (cloud, setup)
 }

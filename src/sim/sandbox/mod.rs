@@ -230,16 +230,15 @@ impl Sandbox {
                 (cloud, Some(simulated), None)
             }
             CloudChoice::Aws => {
-                let (cloud, context) = aws::providers(
+                let (cloud, setup) = aws::providers(
                     &settings,
-                    &client,
                     &format!("http://{address}"),
                     &instance_types,
                     unavailable,
                     &kubernetes_version,
                 )
                 .await;
-                (cloud, None, Some(context))
+                (cloud, None, Some(setup))
             }
         };
         let mut tasks = JoinSet::new();

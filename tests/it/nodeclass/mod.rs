@@ -15,6 +15,7 @@ use nodewright::apis::{Condition, ConditionStatus, EC2NodeClass};
 use nodewright::aws::catalog::Catalog;
 use nodewright::aws::clients::AwsClients;
 use nodewright::aws::instance_types::InstanceTypeProvider;
+use nodewright::cluster::ClusterState;
 use nodewright::controllers::nodeclass::reconcile_node_class;
 use nodewright::controllers::{Context, ControllerSettings};
 use nodewright::extensions::Extensions;
@@ -30,10 +31,14 @@ pub fn context_on(server: &ApiServer, clients: &AwsClients) -> Arc<Context> {
 
 /// A controller context for cluster `cluster` (its instance profiles'
 /// paths hold the cluster: tests sharing moto, whose API servers hand out
-/// the same uids, keep apart by cluster).
+/// the same uids, keep apart by cluster), over a cluster state watching
+/// `server` (its driver runs on the test's runtime).
 pub fn context_in(cluster: &str, server: &ApiServer, clients: &AwsClients) -> Arc<Context> {
+    let (state, driver) = ClusterState::start(server.client());
+    tokio::spawn(driver);
     Arc::new(Context::new(
         server.client(),
+        state,
         Arc::new(InstanceTypeProvider::new(
             Arc::new(Catalog::embedded("us-east-1").unwrap()),
             Arc::new(Extensions::new(HostConfig::default()).unwrap()),

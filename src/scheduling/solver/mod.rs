@@ -210,10 +210,14 @@ impl<'m> State<'m> {
             if self.eval_node(false, pi, cur, &self.nodes[ni]).is_ok() {
                 let slot = &mut self.nodes[ni];
                 let p = &self.pods[pi];
-                for (f, r) in slot.free.iter_mut().zip(&p.requests) {
+                for (f, r) in slot.free.to_mut().iter_mut().zip(&p.requests) {
                     *f -= r;
                 }
-                slot.host_ports.extend(p.host_ports.iter().cloned());
+                if !p.host_ports.is_empty() {
+                    slot.host_ports
+                        .to_mut()
+                        .extend(p.host_ports.iter().cloned());
+                }
                 record(
                     &mut self.groups,
                     &p.counted_by,
@@ -223,6 +227,7 @@ impl<'m> State<'m> {
                     &mut slot.host_counts,
                     &self.values,
                     None,
+                    1,
                 );
                 self.placements.push(ExistingPlacement {
                     pod: p.reference.clone(),

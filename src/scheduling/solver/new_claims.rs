@@ -322,6 +322,7 @@ impl State<'_> {
             &mut claim.host_counts,
             &self.values,
             Some(&self.m.well_known),
+            1,
         );
         for g in &self.pods[pi].counted_by {
             if let Some(list) = self.anti_free.get_mut(g) {

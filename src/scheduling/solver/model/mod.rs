@@ -12,6 +12,7 @@ pub(super) mod running;
 pub(super) mod types;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Mutex;
 
 use crate::scheduling::index::{Ids, Interner, ResourceNames};
 use crate::scheduling::input::{ExistingNode, SchedulerInput, SchedulerOptions, SchedulingResult};
@@ -51,6 +52,8 @@ pub struct Model {
     pub(super) namespace_labels: BTreeMap<String, BTreeMap<String, String>>,
     /// The input's pending pods, for [`Model::solve_pending`].
     pending: Vec<Pod>,
+    /// [`Model::pool_domains`] already worked out, by label key.
+    pool_domains: Mutex<HashMap<u32, pools::PoolDomains>>,
 }
 
 impl Model {
@@ -112,6 +115,7 @@ impl Model {
             options,
             namespace_labels,
             pending: pods,
+            pool_domains: Mutex::default(),
         };
         model.compile_daemonsets(daemonsets);
         model.compile_pools(&node_pools);

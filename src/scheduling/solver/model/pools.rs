@@ -2,6 +2,7 @@
 //! types each may launch, DaemonSet overhead and its limits.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use crate::scheduling::index::{Ids, Reqs, Res, intern_reqs};
 use crate::scheduling::input::NodePoolSpec;
@@ -192,4 +193,57 @@ pub(in crate::scheduling::solver) fn max_alloc(
         }
     }
     max
+}
+
+/// The values each NodePool's possible nodes can take for one label key,
+/// per pool in the model's order.
+pub(in crate::scheduling::solver) type PoolDomains = Arc<Vec<Vec<u32>>>;
+
+impl Model {
+    /// The domains of label `key` each NodePool can create nodes in: the
+    /// values its instance types offer that the pool admits, or the pool's
+    /// own values when no type names the key (Karpenter's
+    /// `TopologyDomainGroup` of a NodePool). Worked out once per key and
+    /// kept: pools never change, and what-ifs ask for the same keys.
+    pub(in crate::scheduling::solver) fn pool_domains(&self, key: u32) -> PoolDomains {
+        // The memo holds finished entries only, so a panicked holder left
+        // it consistent.
+        let memo = || self.pool_domains.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(hit) = memo().get(&key) {
+            return hit.clone();
+        }
+        let number = self.number();
+        let domains: Vec<Vec<u32>> = self
+            .pools
+            .iter()
+            .map(|pool| {
+                let mut domains = Vec::new();
+                let pool_set = pool.reqs.get(key);
+                for &t in &pool.base_options {
+                    if let Some(r) = pool.types[t as usize].reqs.get(key)
+                        && !r.set.is_complement()
+                    {
+                        for v in r.set.values() {
+                            if pool_set.is_none_or(|p| p.set.has(v, &number)) {
+                                domains.push(*v);
+                            }
+                        }
+                    }
+                }
+                if let Some(p) = pool_set
+                    && !p.set.is_complement()
+                    && pool
+                        .base_options
+                        .iter()
+                        .all(|t| pool.types[*t as usize].reqs.get(key).is_none())
+                {
+                    domains.extend(p.set.values().iter().copied());
+                }
+                domains
+            })
+            .collect();
+        let domains = Arc::new(domains);
+        memo().insert(key, domains.clone());
+        domains
+    }
 }

@@ -176,9 +176,9 @@ pub(crate) fn host_count(counts: &[(u32, i32)], group: u32) -> i32 {
         .unwrap_or(0)
 }
 
-pub(crate) fn bump_host_count(counts: &mut Vec<(u32, i32)>, group: u32) {
+pub(crate) fn bump_host_count(counts: &mut Vec<(u32, i32)>, group: u32, by: i32) {
     match counts.iter_mut().find(|(g, _)| *g == group) {
-        Some((_, c)) => *c += 1,
-        None => counts.push((group, 1)),
+        Some((_, c)) => *c += by,
+        None => counts.push((group, by)),
     }
 }

@@ -16,10 +16,11 @@ use super::State;
 use super::pods::merged_selector;
 use groups::{Group, GroupKey, GroupKind, NodeFilter, NsMatch, bump_host_count};
 
-/// Records a placed pod in every group that counts it and every inverse
-/// anti-affinity group it owns. `open_keys` are the keys a node may leave
-/// undefined and still match a spread's node filter: the well-known labels
-/// of a new claim, whose instance type is not chosen yet; none for a node.
+/// Records `pods` placed pods alike in every group that counts them and
+/// every inverse anti-affinity group they own. `open_keys` are the keys a
+/// node may leave undefined and still match a spread's node filter: the
+/// well-known labels of a new claim, whose instance type is not chosen yet;
+/// none for a node.
 #[allow(clippy::too_many_arguments)]
 pub(in crate::scheduling::solver) fn record(
     groups: &mut [Group],
@@ -30,6 +31,7 @@ pub(in crate::scheduling::solver) fn record(
     host_counts: &mut Vec<(u32, i32)>,
     values: &impl Ids,
     open_keys: Option<&HashSet<u32>>,
+    pods: i32,
 ) {
     for (&g, all_values) in counted_by
         .iter()
@@ -47,8 +49,8 @@ pub(in crate::scheduling::solver) fn record(
             continue;
         }
         if group.hostname {
-            bump_host_count(host_counts, g);
-            group.total += 1;
+            bump_host_count(host_counts, g, pods);
+            group.total += i64::from(pods);
             continue;
         }
         let every = all_values || group.id.kind == GroupKind::AntiAffinity;
@@ -60,8 +62,8 @@ pub(in crate::scheduling::solver) fn record(
         }
         if every || r.set.values().len() == 1 {
             for v in r.set.values() {
-                *group.counts.entry(*v).or_insert(0) += 1;
-                group.total += 1;
+                *group.counts.entry(*v).or_insert(0) += pods;
+                group.total += i64::from(pods);
             }
         }
     }
@@ -183,18 +185,24 @@ impl State<'_> {
                 *s = Some(si as u32);
             }
         }
-        let mut existing_inverse: Vec<(usize, u32)> = Vec::new();
+        // (slot, group, owners on the slot): owners come in node order.
+        let mut existing_inverse: Vec<(usize, u32, i32)> = Vec::new();
         for (key, owners) in &self.m.running.inverse {
-            let live: Vec<usize> = owners
+            let mut live: Vec<(usize, i32)> = Vec::new();
+            for si in owners
                 .iter()
                 .filter_map(|at| slot_of.get(at.0 as usize).copied().flatten())
-                .map(|si| si as usize)
-                .collect();
+            {
+                match live.last_mut() {
+                    Some((last, n)) if *last == si as usize => *n += 1,
+                    _ => live.push((si as usize, 1)),
+                }
+            }
             if live.is_empty() {
                 continue;
             }
             let g = self.group_id(&mut index, key.clone());
-            existing_inverse.extend(live.into_iter().map(|si| (si, g)));
+            existing_inverse.extend(live.into_iter().map(|(si, n)| (si, g, n)));
         }
         // Which groups count or block each pending pod.
         for p in &mut self.pods {
@@ -211,7 +219,7 @@ impl State<'_> {
         }
         // Count pods already running: for each group, how many running pods
         // it selects on each of this solve's nodes (worked out by the model).
-        for (si, owned) in existing_inverse {
+        for (si, owned, owners) in existing_inverse {
             let slot = &mut self.nodes[si];
             record(
                 &mut self.groups,
@@ -222,6 +230,7 @@ impl State<'_> {
                 &mut slot.host_counts,
                 &self.values,
                 None,
+                owners,
             );
         }
         for gi in 0..self.groups.len() {
@@ -238,18 +247,17 @@ impl State<'_> {
                     continue;
                 };
                 let slot = &mut self.nodes[si as usize];
-                for _ in 0..n {
-                    record(
-                        &mut self.groups,
-                        &[gi as u32],
-                        &[],
-                        &slot.base.reqs,
-                        &slot.base.taints,
-                        &mut slot.host_counts,
-                        &self.values,
-                        None,
-                    );
-                }
+                record(
+                    &mut self.groups,
+                    &[gi as u32],
+                    &[],
+                    &slot.base.reqs,
+                    &slot.base.taints,
+                    &mut slot.host_counts,
+                    &self.values,
+                    None,
+                    n as i32,
+                );
             }
         }
         for (gi, g) in self.groups.iter().enumerate() {
@@ -268,50 +276,30 @@ impl State<'_> {
             // Each source of domains (a NodePool's possible nodes, an existing
             // node) with the taints and labels its nodes carry, like
             // Karpenter's TopologyDomainGroup.
-            let mut sources: Vec<DomainSource> = Vec::new();
-            for pool in &self.m.pools {
-                let mut domains = Vec::new();
-                let pool_set = pool.reqs.get(key);
-                for &t in &pool.base_options {
-                    if let Some(r) = pool.types[t as usize].reqs.get(key)
-                        && !r.set.is_complement()
-                    {
-                        for v in r.set.values() {
-                            if pool_set
-                                .is_none_or(|p| p.set.has(v, &|x: &u32| self.values.number(*x)))
-                            {
-                                domains.push(*v);
-                            }
-                        }
-                    }
-                }
-                if let Some(p) = pool_set
-                    && !p.set.is_complement()
-                    && pool
-                        .base_options
-                        .iter()
-                        .all(|t| pool.types[*t as usize].reqs.get(key).is_none())
-                {
-                    domains.extend(p.set.values().iter().copied());
-                }
-                sources.push(DomainSource {
+            let pool_domains = self.m.pool_domains(key);
+            let mut sources: Vec<DomainSource> = self
+                .m
+                .pools
+                .iter()
+                .zip(pool_domains.iter())
+                .map(|(pool, domains)| DomainSource {
                     domains,
                     taints: pool.taints(),
                     reqs: &pool.reqs,
                     pool: true,
-                });
-            }
+                })
+                .collect();
             for node in &self.nodes {
                 if let Some(r) = node.base.reqs.get(key) {
                     sources.push(DomainSource {
-                        domains: r.set.values().to_vec(),
+                        domains: r.set.values(),
                         taints: &node.base.taints,
                         reqs: &node.base.reqs,
                         pool: false,
                     });
                 }
             }
-            let domains: HashSet<u32> = sources.iter().flat_map(|s| &s.domains).copied().collect();
+            let domains: HashSet<u32> = sources.iter().flat_map(|s| s.domains).copied().collect();
             // A spread honouring node affinity or taints spreads over the
             // domains of the NodePools and nodes its filter admits only. A
             // NodePool leaves well-known labels to its instance types.
@@ -330,7 +318,7 @@ impl State<'_> {
                             && filter
                                 .admits_reqs(s.reqs, values, |k| s.pool && well_known.contains(&k))
                     })
-                    .flat_map(|s| &s.domains)
+                    .flat_map(|s| s.domains)
                     .copied()
                     .collect();
                 group.eligible_domains = Some(eligible);
@@ -345,7 +333,7 @@ impl State<'_> {
 /// Where topology domains come from: a NodePool's possible nodes or an
 /// existing node, with what a spread's node filter looks at.
 struct DomainSource<'s> {
-    domains: Vec<u32>,
+    domains: &'s [u32],
     taints: &'s [Taint],
     reqs: &'s Reqs,
     /// A NodePool (its well-known labels are decided by the instance type).

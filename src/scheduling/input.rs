@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use super::instance_type::{CapacityType, InstanceType};
 use super::pod::Pod;
+use super::pod_key::PodKey;
 use super::requirements::Requirements;
 use super::resources::Resources;
 use super::taints::Taint;
@@ -146,8 +147,8 @@ pub struct NewNodeClaim {
     pub price: f64,
     /// Reservation of the chosen offering, if reserved.
     pub reservation_id: Option<String>,
-    /// Pods (`namespace/name`) planned onto it.
-    pub pods: Vec<String>,
+    /// Pods planned onto it.
+    pub pods: Vec<PodKey>,
     /// Total requests: the pods', plus the daemonsets that every instance-type
     /// option runs (per resource, the least over the options).
     pub requests: Resources,
@@ -162,8 +163,8 @@ pub struct NewNodeClaim {
 /// A pod planned onto a node that already exists (or is in flight).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ExistingPlacement {
-    /// `namespace/name`.
-    pub pod: String,
+    /// The pod.
+    pub pod: PodKey,
     /// Node or NodeClaim name.
     pub node: String,
 }
@@ -171,8 +172,8 @@ pub struct ExistingPlacement {
 /// A pod that could not be placed, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PodError {
-    /// `namespace/name`.
-    pub pod: String,
+    /// The pod.
+    pub pod: PodKey,
     /// What fell short, per NodePool.
     pub reason: String,
 }

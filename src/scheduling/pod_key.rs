@@ -38,6 +38,27 @@ impl fmt::Display for PodKey {
     }
 }
 
+/// A key equals its text (`namespace/name`): results name pods by key, and
+/// tests and reports compare them with the text a user writes.
+impl PartialEq<str> for PodKey {
+    fn eq(&self, text: &str) -> bool {
+        text.split_once('/')
+            .is_some_and(|(namespace, name)| namespace == self.namespace && name == self.name)
+    }
+}
+
+impl PartialEq<&str> for PodKey {
+    fn eq(&self, text: &&str) -> bool {
+        *self == **text
+    }
+}
+
+impl PartialEq<String> for PodKey {
+    fn eq(&self, text: &String) -> bool {
+        *self == **text
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -49,5 +70,14 @@ mod tests {
         assert_eq!(a.to_string(), "a/z");
         assert_eq!(a.to_string(), PodKey::text("a", "z"));
         assert!(a < b);
+    }
+
+    #[test]
+    fn equals_its_text_only() {
+        let key = PodKey::new("shop", "web-1");
+        assert_eq!(key, "shop/web-1");
+        assert_ne!(key, "shop/web-2");
+        assert_ne!(key, "web-1");
+        assert_ne!(PodKey::new("a/b", "c"), "a/b/c");
     }
 }

@@ -268,7 +268,7 @@ impl Plan {
                     zone: claim.zone.clone(),
                     price_per_hour: claim.price,
                     price_is_estimate,
-                    pods: claim.pods.clone(),
+                    pods: claim.pods.iter().map(ToString::to_string).collect(),
                     requests,
                     labels: claim.labels.clone(),
                     cpu_fill: allocatable
@@ -285,7 +285,7 @@ impl Plan {
             existing
                 .entry(placement.node.clone())
                 .or_default()
-                .push(placement.pod.clone());
+                .push(placement.pod.to_string());
         }
         // Folded from +0.0: the sum of no f64s is -0.0, printed `$-0.0000`.
         let total_price_per_hour = node_claims
@@ -310,7 +310,7 @@ impl Plan {
                 .errors
                 .iter()
                 .map(|e| Unschedulable {
-                    pod: e.pod.clone(),
+                    pod: e.pod.to_string(),
                     reason: e.reason.clone(),
                 })
                 .collect(),

@@ -86,7 +86,7 @@ pub struct Round {
     /// Pods placed on existing or in-flight nodes.
     pub placed_on_existing: usize,
     /// Pods that could not be placed, with the reason.
-    pub unschedulable: Vec<(String, String)>,
+    pub unschedulable: Vec<(PodKey, String)>,
     /// How long reading the cluster state into the scheduler's input took.
     pub prepare: Duration,
     /// How long the solve took.
@@ -232,8 +232,7 @@ impl Provisioner {
             tracing::warn!(%problem, "left out of provisioning");
         }
         let result = solved.result;
-        let keys = PendingKeys::of(&pending);
-        let created = self.create_node_claims(&pools, &result, &keys).await;
+        let created = self.create_node_claims(&pools, &result).await;
         record_round(
             &pending,
             &unschedulable_since,
@@ -241,7 +240,8 @@ impl Provisioner {
             solved.solve,
             solved.problems.len(),
         );
-        self.report_unschedulable(&keys, &result).await;
+        self.report_unschedulable(&PendingPods::of(&pending), &result)
+            .await;
         Ok(Round {
             pending: pending.len(),
             created,
@@ -264,13 +264,10 @@ impl Provisioner {
         &self,
         pools: &[Arc<NodePool>],
         result: &SchedulingResult,
-        keys: &PendingKeys<'_>,
     ) -> Vec<String> {
         let period = self.settings.nomination_period();
         for placement in &result.existing_node_placements {
-            if let Some((key, _)) = keys.get(&placement.pod) {
-                self.state.nominate(key, &placement.node, period);
-            }
+            self.state.nominate(&placement.pod, &placement.node, period);
         }
         let api: Api<NodeClaim> = Api::all(self.client.clone());
         let objects: Vec<(usize, NodeClaim)> = result
@@ -307,11 +304,7 @@ impl Provisioner {
         let mut names = Vec::new();
         for (planned, created) in done {
             let name = created.name_any();
-            let pods = planned
-                .pods
-                .iter()
-                .filter_map(|p| keys.get(p).map(|(key, _)| key));
-            self.state.nominate_all(pods, &name, period);
+            self.state.nominate_all(&planned.pods, &name, period);
             self.state.record_created(created);
             metrics()
                 .nodeclaims_created
@@ -335,9 +328,9 @@ impl Provisioner {
     }
 
     /// One `FailedScheduling` Warning per pod the solve could not place.
-    async fn report_unschedulable(&self, keys: &PendingKeys<'_>, result: &SchedulingResult) {
+    async fn report_unschedulable(&self, pending: &PendingPods<'_>, result: &SchedulingResult) {
         for error in &result.errors {
-            let Some((_, pod)) = keys.get(&error.pod) else {
+            let Some(pod) = pending.get(&error.pod) else {
                 continue;
             };
             let event = Event {
@@ -357,27 +350,18 @@ impl Provisioner {
     }
 }
 
-/// The round's pending pods by the text the solve names them by
-/// ([`crate::scheduling::Pod::reference`], their key's text), each with its
-/// typed key: the one place a solve's answer is joined to the pods.
-struct PendingKeys<'a>(HashMap<String, (PodKey, &'a Arc<Pod>)>);
+/// The round's pending pods by key: a solve names pods by [`PodKey`], and
+/// events about a pod need the pod.
+struct PendingPods<'a>(HashMap<PodKey, &'a Arc<Pod>>);
 
-impl<'a> PendingKeys<'a> {
+impl<'a> PendingPods<'a> {
     fn of(pending: &'a [Arc<Pod>]) -> Self {
-        PendingKeys(
-            pending
-                .iter()
-                .map(|pod| {
-                    let key = pod_key(pod);
-                    (key.to_string(), (key, pod))
-                })
-                .collect(),
-        )
+        PendingPods(pending.iter().map(|pod| (pod_key(pod), pod)).collect())
     }
 
-    /// The key and pod the solve named `reference`.
-    fn get(&self, reference: &str) -> Option<&(PodKey, &'a Arc<Pod>)> {
-        self.0.get(reference)
+    /// The pending pod of `key`.
+    fn get(&self, key: &PodKey) -> Option<&'a Arc<Pod>> {
+        self.0.get(key).copied()
     }
 }
 

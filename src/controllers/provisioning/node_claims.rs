@@ -188,7 +188,7 @@ spec:
             capacity_type: CapacityType::OnDemand,
             price: 0.096,
             reservation_id: None,
-            pods: vec!["default/web-0".to_string()],
+            pods: vec![crate::scheduling::PodKey::new("default", "web-0")],
             requests: Resources::cpu_memory(1500, 3 << 30).with_pods(2),
             requirements,
             labels: BTreeMap::from([(

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashSet};
 use crate::scheduling::index::{Ids, Reqs, Res, intern_reqs};
 use crate::scheduling::labels;
 use crate::scheduling::pod::{HostPort, LabelSelector, Pod, SelectorExpression};
+use crate::scheduling::pod_key::PodKey;
 use crate::scheduling::requirements::{Operator, Requirements};
 use crate::scheduling::taints::{Toleration, first_untolerated};
 
@@ -14,7 +15,7 @@ use super::State;
 #[derive(Clone)]
 pub(super) struct PodP {
     /// `namespace/name`.
-    pub(super) reference: String,
+    pub(super) reference: PodKey,
     pub(super) tolerations: Vec<Toleration>,
     pub(super) namespace: String,
     pub(super) labels: BTreeMap<String, String>,
@@ -112,7 +113,7 @@ impl State<'_> {
                 })
                 .collect();
             self.pods.push(PodP {
-                reference: pod.reference(),
+                reference: pod.key(),
                 tolerations: pod.tolerations.clone(),
                 namespace: pod.namespace.clone(),
                 labels: pod.labels.clone(),

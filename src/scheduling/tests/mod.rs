@@ -77,7 +77,7 @@ fn claim_of<'a>(result: &'a SchedulingResult, pod: &str) -> &'a NewNodeClaim {
     result
         .new_node_claims
         .iter()
-        .find(|c| c.pods.contains(&reference))
+        .find(|c| c.pods.iter().any(|k| *k == reference))
         .unwrap_or_else(|| panic!("{pod} not on a new claim: {:?}", result.errors))
 }
 

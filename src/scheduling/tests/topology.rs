@@ -36,7 +36,7 @@ fn hostname_anti_affinity_forces_separate_nodes() {
     assert!(result.errors.is_empty(), "{:?}", result.errors);
     assert_eq!(result.new_node_claims.len(), 3);
     for c in &result.new_node_claims {
-        assert_eq!(c.pods.iter().filter(|p| p.contains("web")).count(), 1);
+        assert_eq!(c.pods.iter().filter(|p| p.name.contains("web")).count(), 1);
     }
 }
 
@@ -66,7 +66,7 @@ fn anti_affinity_of_running_pod_repels_matching_pods() {
     assert_eq!(
         result.existing_node_placements,
         vec![ExistingPlacement {
-            pod: "default/api".into(),
+            pod: PodKey::new("default", "api"),
             node: "node-1".into()
         }]
     );
@@ -216,7 +216,7 @@ fn nodes_without_the_topology_label_are_not_spread_domains() {
     assert_eq!(
         result.existing_node_placements,
         vec![ExistingPlacement {
-            pod: "default/plain".into(),
+            pod: PodKey::new("default", "plain"),
             node: "bare".into()
         }]
     );

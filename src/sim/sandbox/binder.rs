@@ -39,7 +39,7 @@ use crate::cluster::{
     pods::owned_by_daemon_set, pool_specs,
 };
 use crate::controllers::ControllerError;
-use crate::scheduling::{Scheduler, SchedulerOptions, SchedulingResult, convert};
+use crate::scheduling::{PodKey, Scheduler, SchedulerOptions, SchedulingResult, convert};
 
 /// The scheduler name the binder serves, as kube-scheduler's default profile.
 pub const SCHEDULER_NAME: &str = "default-scheduler";
@@ -53,10 +53,10 @@ const RESYNC: Duration = Duration::from_secs(10);
 /// What one binding round did.
 #[derive(Debug, Default, Clone)]
 pub struct BindRound {
-    /// `(pod, node)` bound, pods as `namespace/name`.
-    pub bound: Vec<(String, String)>,
+    /// `(pod, node)` bound.
+    pub bound: Vec<(PodKey, String)>,
     /// `(pod, message)` marked unschedulable.
-    pub unschedulable: Vec<(String, String)>,
+    pub unschedulable: Vec<(PodKey, String)>,
     /// Bound pods started (`namespace/name`).
     pub started: Vec<String>,
 }
@@ -218,7 +218,7 @@ impl Binder {
     fn prepare(
         &self,
         mut snapshot: ClusterSnapshot,
-    ) -> (ClusterSnapshot, BTreeMap<String, Arc<Pod>>) {
+    ) -> (ClusterSnapshot, BTreeMap<PodKey, Arc<Pod>>) {
         snapshot.node_pools.clear();
         snapshot.node_claims.clear();
         snapshot.nominated.clear();
@@ -251,7 +251,7 @@ impl Binder {
                 continue;
             }
             if is_ours_to_place(&pod) {
-                pending.insert(pod_key(&pod).to_string(), pod.clone());
+                pending.insert(pod_key(&pod), pod.clone());
                 pods.push(pod);
             }
         }
@@ -299,7 +299,7 @@ impl Binder {
     async fn solve(
         &self,
         snapshot: ClusterSnapshot,
-        pending: &BTreeMap<String, Arc<Pod>>,
+        pending: &BTreeMap<PodKey, Arc<Pod>>,
     ) -> Result<SchedulingResult, ControllerError> {
         let daemon_pods: Vec<Arc<Pod>> = pending
             .values()

@@ -145,15 +145,33 @@ struct TypeMeta {
 /// stream in locations.
 pub fn documents(origin: &str, text: &str) -> Result<Vec<Document>, ManifestError> {
     let mut out = Vec::new();
+    each_document(origin, text, |document| {
+        out.push(document);
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// Hands each object of a YAML stream to `add` as it is read (Lists
+/// opened), stopping at the first error.
+fn each_document(
+    origin: &str,
+    text: &str,
+    mut add: impl FnMut(Document) -> Result<(), ManifestError>,
+) -> Result<(), ManifestError> {
     for (index, document) in serde_norway::Deserializer::from_str(text).enumerate() {
         let location = format!("{origin} (document {})", index + 1);
         let value = Value::deserialize(document).map_err(|e| ManifestError::Invalid {
             location: location.clone(),
             message: e.to_string(),
         })?;
-        open_lists(location, value, &mut out)?;
+        let mut opened = Vec::new();
+        open_lists(location, value, &mut opened)?;
+        for document in opened {
+            add(document)?;
+        }
     }
-    Ok(out)
+    Ok(())
 }
 
 fn open_lists(
@@ -238,7 +256,7 @@ impl Manifests {
 
     /// The pods of the cluster: those given, and for each workload none of
     /// whose pods is given, the pods its controller would create.
-    pub fn pods(&self) -> Vec<Pod> {
+    pub fn pods(&self) -> Vec<std::sync::Arc<Pod>> {
         workloads::pods(&self.pod_sources)
     }
 
@@ -252,7 +270,7 @@ impl Manifests {
             node_classes: shared(&self.node_classes),
             node_claims: shared(&self.node_claims),
             nodes: shared(&self.nodes),
-            pods: self.pods().into_iter().map(std::sync::Arc::new).collect(),
+            pods: self.pods(),
             daemon_sets: shared(&self.daemon_sets),
             namespaces: shared(&self.namespaces),
             config_maps: shared(&self.config_maps),
@@ -263,10 +281,11 @@ impl Manifests {
 
     /// Adds the documents of one YAML stream; `origin` names it in errors.
     pub fn add_yaml(&mut self, origin: &str, text: &str) -> Result<(), ManifestError> {
-        for document in documents(origin, text)? {
-            self.add_document(&document.location, document.value)?;
-        }
-        Ok(())
+        // One document at a time: a stream of thousands of pods is never
+        // held as parsed YAML and typed objects at once.
+        each_document(origin, text, |document| {
+            self.add_document(&document.location, document.value)
+        })
     }
 
     /// Adds one object (not a List); `location` names it in errors.
@@ -281,7 +300,8 @@ impl Manifests {
             }
             ("v1", "Pod") => {
                 let pod = with_default_namespace(typed(location, value)?);
-                self.pod_sources.push(PodSource::Pod(Box::new(pod)));
+                self.pod_sources
+                    .push(PodSource::Pod(std::sync::Arc::new(pod)));
             }
             ("v1", "Node") => self.nodes.push(typed(location, value)?),
             ("v1", "ConfigMap") => self.config_maps.push(typed(location, value)?),

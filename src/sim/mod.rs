@@ -80,15 +80,16 @@ pub fn simulate_with(
     let manifests = Manifests::load(&options.paths)?;
     let extensions = Arc::new(Extensions::new(HostConfig::default())?);
     let provider = InstanceTypeProvider::new(Arc::new(catalog), extensions, Arc::default());
-    let mut plan = plan(&manifests, &provider, options.ignore_preferences)?;
+    let mut plan = plan(manifests, &provider, options.ignore_preferences)?;
     plan.catalog = kind;
     Ok(plan)
 }
 
 /// Plans one provisioning round for manifests already read, with instance
-/// types from `instance_types`.
+/// types from `instance_types`. The manifests are let go before the solve:
+/// once converted, thousands of pods need not be held twice.
 pub fn plan(
-    manifests: &Manifests,
+    manifests: Manifests,
     instance_types: &InstanceTypeProvider,
     ignore_preferences: bool,
 ) -> Result<Plan, SimulateError> {
@@ -138,6 +139,8 @@ pub fn plan(
             .len()
             .saturating_sub(input.pods.len() + bound_pods),
     };
+    drop(snapshot);
+    drop(manifests);
     let started = Instant::now();
     let result = Scheduler::new(prepared.input).solve();
     let solve_millis = started.elapsed().as_secs_f64() * 1000.0;

@@ -9,6 +9,8 @@
 //! to kind, namespace and name where a uid is missing. Manifests written by
 //! hand have no pods, so their workloads are expanded.
 
+use std::sync::Arc;
+
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
@@ -17,8 +19,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 /// A pod as given, or a workload whose controller creates pods.
 #[derive(Debug, Clone)]
 pub enum PodSource {
-    /// A pod, pending or bound to a node.
-    Pod(Box<Pod>),
+    /// A pod, pending or bound to a node (shared with the snapshots made
+    /// of the manifests, not copied into each).
+    Pod(Arc<Pod>),
     /// A Deployment (pods through its ReplicaSets).
     Deployment(Box<Deployment>),
     /// A ReplicaSet; one a Deployment controls is never expanded on its own.
@@ -59,20 +62,20 @@ impl Owner<'_> {
 /// The pods `sources` result in, in the order given: each pod as it is, and
 /// for each workload without pods among the sources, the pods its controller
 /// would create (see [`expand`]).
-pub fn pods(sources: &[PodSource]) -> Vec<Pod> {
+pub fn pods(sources: &[PodSource]) -> Vec<Arc<Pod>> {
     let owners = owners_with_pods(sources);
     let has_pods = |kind: &str, meta: &ObjectMeta| owners.iter().any(|o| o.is(kind, meta));
     let mut out = Vec::new();
     for source in sources {
         match source {
-            PodSource::Pod(pod) => out.push(Pod::clone(pod)),
+            PodSource::Pod(pod) => out.push(pod.clone()),
             PodSource::Deployment(d) if !has_pods("Deployment", &d.metadata) => {
                 let spec = &d.spec;
-                out.extend(expand(
+                out.extend(shared(expand(
                     &d.metadata,
                     spec.replicas.unwrap_or(1),
                     &spec.template,
-                ));
+                )));
             }
             PodSource::ReplicaSet(r)
                 if controller(&r.metadata).is_none_or(|o| o.kind != "Deployment")
@@ -80,23 +83,27 @@ pub fn pods(sources: &[PodSource]) -> Vec<Pod> {
             {
                 let spec = &r.spec;
                 let template = spec.template.clone().unwrap_or_default();
-                out.extend(expand(&r.metadata, spec.replicas.unwrap_or(1), &template));
+                out.extend(shared(expand(
+                    &r.metadata,
+                    spec.replicas.unwrap_or(1),
+                    &template,
+                )));
             }
             PodSource::StatefulSet(s) if !has_pods("StatefulSet", &s.metadata) => {
                 let spec = &s.spec;
-                out.extend(expand(
+                out.extend(shared(expand(
                     &s.metadata,
                     spec.replicas.unwrap_or(1),
                     &spec.template,
-                ));
+                )));
             }
             PodSource::Job(j) if !has_pods("Job", &j.metadata) => {
                 let template = j.spec.as_ref().map(|s| &s.template);
-                out.extend(expand(
+                out.extend(shared(expand(
                     &j.metadata,
                     job_pods(j),
                     template.unwrap_or(&PodTemplateSpec::default()),
-                ));
+                )));
             }
             _ => {}
         }
@@ -399,4 +406,9 @@ status: {{{status}}}
         let not_yet = "conditions: [{type: Complete, status: \"False\"}]";
         assert_eq!(count(job("completions: 1", not_yet)), 1);
     }
+}
+
+/// Pods made here, each behind its own `Arc` like the pods given.
+fn shared(pods: Vec<Pod>) -> impl Iterator<Item = Arc<Pod>> {
+    pods.into_iter().map(Arc::new)
 }

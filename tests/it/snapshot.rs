@@ -31,7 +31,7 @@ fn plan(streams: &[(&str, &str)]) -> Plan {
     let catalog = Arc::new(Catalog::embedded("us-east-1").unwrap());
     let extensions = Arc::new(Extensions::new(HostConfig::default()).unwrap());
     let provider = InstanceTypeProvider::new(catalog, extensions, Arc::default());
-    nodewright::sim::plan(&manifests, &provider, false).unwrap()
+    nodewright::sim::plan(manifests, &provider, false).unwrap()
 }
 
 /// Every pod the plan mentions: placed on a new NodeClaim, on an existing

@@ -15,5 +15,5 @@ pub fn plan_yaml(yaml: &str) -> Plan {
     let catalog = Arc::new(Catalog::embedded("us-east-1").unwrap());
     let extensions = Arc::new(Extensions::new(HostConfig::default()).unwrap());
     let provider = InstanceTypeProvider::new(catalog, extensions, Arc::default());
-    nodewright::sim::plan(&manifests, &provider, false).unwrap()
+    nodewright::sim::plan(manifests, &provider, false).unwrap()
 }

@@ -98,8 +98,17 @@ impl State<'_> {
             let name = pool.types[r.2 as usize].name.as_str();
             (i64::from(r.0), r.1, name)
         };
-        ranked.sort_unstable_by(|a, b| launch_order(rank(a), rank(b)).then(a.2.cmp(&b.2)));
-        ranked.truncate(self.m.options.max_instance_types.max(1));
+        let order = |a: &(i32, f64, u32, &Offer), b: &(i32, f64, u32, &Offer)| {
+            launch_order(rank(a), rank(b)).then(a.2.cmp(&b.2))
+        };
+        // Only the first `max_instance_types` are kept: put them in front,
+        // then sort just those (a claim may have a thousand options).
+        let keep = self.m.options.max_instance_types.max(1);
+        if ranked.len() > keep {
+            ranked.select_nth_unstable_by(keep - 1, order);
+            ranked.truncate(keep);
+        }
+        ranked.sort_unstable_by(order);
         let truncated: Vec<u32> = ranked.iter().map(|r| r.2).collect();
         self.check_min_values(pool, &ov, &truncated).map_err(|e| {
             format!(

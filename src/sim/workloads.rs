@@ -230,6 +230,11 @@ pub fn expand(owner: &ObjectMeta, replicas: i32, template: &PodTemplateSpec) -> 
         .collect()
 }
 
+/// Pods made here, each behind its own `Arc` like the pods given.
+fn shared(pods: Vec<Pod>) -> impl Iterator<Item = Arc<Pod>> {
+    pods.into_iter().map(Arc::new)
+}
+
 #[cfg(test)]
 mod tests {
     use crate::sim::Manifests;
@@ -406,9 +411,4 @@ status: {{{status}}}
         let not_yet = "conditions: [{type: Complete, status: \"False\"}]";
         assert_eq!(count(job("completions: 1", not_yet)), 1);
     }
-}
-
-/// Pods made here, each behind its own `Arc` like the pods given.
-fn shared(pods: Vec<Pod>) -> impl Iterator<Item = Arc<Pod>> {
-    pods.into_iter().map(Arc::new)
 }

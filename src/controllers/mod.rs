@@ -104,7 +104,8 @@ impl NodeClassSetup {
 impl Context {
     /// A context over `aws` and `state` whose events are reported by the
     /// `nodewright` controller. The capacity reservation provider keeps its
-    /// free counts where `instance_types` reads them.
+    /// free counts where `instance_types` reads them. A reconcile waits for
+    /// `state`'s first lists, so its driver must be running.
     pub fn new(
         client: kube::Client,
         state: Arc<ClusterState>,

@@ -5,6 +5,8 @@
 mod discover;
 mod query;
 mod status;
+#[cfg(test)]
+pub(crate) mod testing;
 
 pub use discover::{AmiError, AmiProvider};
 pub use query::{AmiQueries, DescribeQuery, ParameterQuery, QueryError, Variant, queries};

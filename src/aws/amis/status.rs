@@ -72,22 +72,7 @@ fn requirement(key: &str, operator: &str, value: Option<&str>) -> AMIRequirement
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nodewright_filter::AmiState;
-
-    fn ami(id: &str, arch: Architecture, variant: &str) -> Ami {
-        Ami {
-            id: id.to_string(),
-            name: format!("{id}-name"),
-            owner: "amazon".to_string(),
-            state: AmiState::Available,
-            creation_time: 100,
-            deprecation_time: None,
-            architecture: arch,
-            variant: variant.to_string(),
-            tags: Default::default(),
-            source: "test".to_string(),
-        }
-    }
+    use crate::aws::amis::testing::ami;
 
     #[test]
     fn keeps_the_first_image_per_requirement_set_in_selector_order() {

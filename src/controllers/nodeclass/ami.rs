@@ -112,24 +112,10 @@ pub fn amis_ready_condition(
 
 #[cfg(test)]
 mod tests {
-    use nodewright_filter::{AmiState, Architecture};
+    use nodewright_filter::Architecture;
 
     use super::*;
-
-    fn ami(id: &str, arch: Architecture, variant: &str) -> Ami {
-        Ami {
-            id: id.to_string(),
-            name: format!("{id}-name"),
-            owner: "amazon".to_string(),
-            state: AmiState::Available,
-            creation_time: 100,
-            deprecation_time: None,
-            architecture: arch,
-            variant: variant.to_string(),
-            tags: Default::default(),
-            source: "test".to_string(),
-        }
-    }
+    use crate::aws::amis::testing::ami;
 
     #[test]
     fn condition_is_false_with_the_reason_when_nothing_is_left() {

@@ -178,6 +178,12 @@ impl State<'_> {
         let mut max_alloc = vec![0; total.len()];
         for &t in &claim.options {
             let ty = &pool.types[t as usize];
+            let fits = total.iter().zip(&ty.alloc).all(|(need, have)| need <= have);
+            // The cheap check first; the counts below only word the reason
+            // shown when explaining, so they are kept exact only then.
+            if !fits && !explain {
+                continue;
+            }
             if !type_compatible(ty, ov.changes.iter(), &number) {
                 continue;
             }
@@ -193,7 +199,7 @@ impl State<'_> {
                 continue;
             }
             n_ports += 1;
-            if total.iter().zip(&ty.alloc).all(|(need, have)| need <= have) {
+            if fits {
                 options.push(t);
                 for (m, a) in max_alloc.iter_mut().zip(&ty.alloc) {
                     *m = (*m).max(*a);

@@ -660,7 +660,7 @@ mod tests {
                 "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {"matchLabels": {"app": "web"}}}]
         }));
         let p = pod_from_k8s(&pod).unwrap();
-        assert_eq!(p.reference(), "ns/p");
+        assert_eq!(p.key(), "ns/p");
         // max(500 + 100 sidecar, 2000 + 100) + 10 overhead
         assert_eq!(p.requests.cpu_millis, 2110);
         assert_eq!(p.requests.memory, 1 << 30);

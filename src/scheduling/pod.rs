@@ -242,13 +242,7 @@ impl Pod {
         self.owner_kind.as_deref() == Some("DaemonSet")
     }
 
-    /// `namespace/name`, how errors and placements refer to the pod: the
-    /// text of its [`PodKey`].
-    pub fn reference(&self) -> String {
-        PodKey::text(&self.namespace, &self.name)
-    }
-
-    /// The pod's key.
+    /// The pod's key: how errors and placements refer to the pod.
     pub fn key(&self) -> PodKey {
         PodKey::new(self.namespace.as_str(), self.name.as_str())
     }

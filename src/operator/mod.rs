@@ -222,6 +222,21 @@ impl Operator {
                 node::run(termination).await;
                 "node.termination"
             });
+            let marking = context("nodeclaim.disruption");
+            set.spawn(async move {
+                nodeclaim::disruption::run(marking).await;
+                "nodeclaim.disruption"
+            });
+            let expiration = context("nodeclaim.expiration");
+            set.spawn(async move {
+                nodeclaim::expiration::run(expiration).await;
+                "nodeclaim.expiration"
+            });
+            let pod_events = context("nodeclaim.podevents");
+            set.spawn(async move {
+                nodeclaim::pod_events::run(pod_events).await;
+                "nodeclaim.podevents"
+            });
             let collector = context("nodeclaim.garbagecollection");
             set.spawn(async move {
                 nodeclaim::garbage_collection::run(collector).await;

@@ -218,10 +218,9 @@ pub fn budget_allowed(
 /// for `duration`: from the hit itself, inclusive, to the hit plus the
 /// duration, exclusive. Karpenter finds this by walking back `duration`
 /// from `now` and asking whether the schedule's next hit after that point
-/// is at or before `now`, so an earlier hit whose window still covers `now`
-/// counts even when a later one does not, and a duration longer than the
-/// schedule's period keeps the budget active throughout. A `duration` of
-/// zero is never active.
+/// is at or before `now`: any hit in the last `duration` counts, so a
+/// duration longer than the schedule's period keeps the budget active
+/// throughout. A `duration` of zero is never active.
 ///
 /// A schedule that never fires (e.g. `0 0 30 2 *`) counts as active, as in
 /// Karpenter: robfig/cron returns the zero time when it finds no hit, and

@@ -30,5 +30,6 @@ mod sandbox;
 mod sandbox_aws;
 mod sandbox_kubectl;
 mod simulate;
+mod simulate_disruption;
 mod snapshot;
 mod support;

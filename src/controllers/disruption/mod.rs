@@ -1,7 +1,12 @@
 //! Disruption: which NodeClaims are marked consolidatable, drifted or
-//! expired, and the budgets that cap how many of a NodePool's nodes may be
-//! disrupted at once. Pure functions of the objects, shared by the
-//! controllers and `simulate`.
+//! expired ([`marking`]), the budgets that cap how many of a NodePool's
+//! nodes may be disrupted at once ([`budgets`]), which nodes a pass may
+//! take ([`candidates`]), the methods that decide ([`methods`]) and the
+//! passes over a cluster ([`plan`]). Pure functions of the objects, shared
+//! by the controllers and `simulate --disruption`.
 
 pub mod budgets;
+pub mod candidates;
 pub mod marking;
+pub mod methods;
+pub mod plan;

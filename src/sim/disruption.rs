@@ -14,7 +14,9 @@ use crate::aws::catalog::Catalog;
 use crate::aws::instance_types::InstanceTypeProvider;
 use crate::controllers::disruption::candidates::{Candidate, Kept};
 use crate::controllers::disruption::methods::Destination;
-use crate::controllers::disruption::plan::{Decision, DisruptionPlan, PlanOptions, plan};
+use crate::controllers::disruption::plan::{
+    Decision, DisruptionPlan, MarkSource, PlanOptions, plan,
+};
 use crate::extensions::Extensions;
 use crate::scheduling::{PodKey, SchedulerOptions, SchedulingResult};
 use nodewright_host::HostConfig;
@@ -202,6 +204,8 @@ pub fn disruption_of(
             at: disruption.at,
             spot_to_spot: disruption.spot_to_spot,
             scheduler,
+            marks: MarkSource::Recompute,
+            max_passes: None,
         },
     )?;
     let bound = snapshot

@@ -23,8 +23,8 @@ use super::methods::{
     reason_key, single_node,
 };
 use crate::apis::conditions::{
-    NODE_CLAIM_DRIFTED, NODE_CLAIM_INITIALIZED, NODE_CLAIM_LAUNCHED, find_condition,
-    is_condition_true,
+    NODE_CLAIM_CONSOLIDATABLE, NODE_CLAIM_DRIFTED, NODE_CLAIM_INITIALIZED, NODE_CLAIM_LAUNCHED,
+    find_condition, is_condition_true,
 };
 use crate::apis::labels::NODE_POOL_LABEL_KEY;
 use crate::apis::nodepool::DisruptionReason;
@@ -47,6 +47,22 @@ pub struct PlanOptions {
     pub spot_to_spot: bool,
     /// The scheduler's options, as provisioning's.
     pub scheduler: SchedulerOptions,
+    /// Where the marks come from.
+    pub marks: MarkSource,
+    /// Stop after this many passes (`None`: until a pass finds nothing).
+    pub max_passes: Option<usize>,
+}
+
+/// Where a plan's marks come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MarkSource {
+    /// Recomputed from the objects at the plan's time, NodeClaims re-stamped
+    /// first, expiration included (`simulate --disruption`).
+    Recompute,
+    /// Read from the NodeClaims' `Consolidatable` and `Drifted` conditions,
+    /// which the marking controller keeps; expiration is the expiration
+    /// controller's (the disruption controller).
+    Conditions,
 }
 
 /// A NodeClaim's marks at the plan's time.
@@ -100,8 +116,14 @@ pub fn plan(
     options: &PlanOptions,
 ) -> Result<DisruptionPlan, InputError> {
     let at = options.at;
-    let mut cluster = restamped(snapshot);
-    let marks = compute_marks(&cluster, at);
+    let (mut cluster, marks) = match options.marks {
+        MarkSource::Recompute => {
+            let cluster = restamped(snapshot);
+            let marks = compute_marks(&cluster, at);
+            (cluster, marks)
+        }
+        MarkSource::Conditions => (snapshot.clone(), marks_of_conditions(snapshot)),
+    };
     let mut out = DisruptionPlan {
         marked: marks.values().cloned().collect(),
         ..DisruptionPlan::default()
@@ -115,11 +137,19 @@ pub fn plan(
     let last_found: Vec<Candidate>;
     let mut price_before = None;
     loop {
+        if options.max_passes.is_some_and(|max| pass >= max) {
+            last_found = Vec::new();
+            break;
+        }
         let started = Instant::now();
         let specs = pool_specs(&cluster, provider);
         let input = cluster_input(&cluster, &ConvertedPods::default(), &HashSet::new());
         let prepared = specs.prepare(input, options.scheduler.clone());
-        if let Some(problem) = prepared.problems.into_iter().next() {
+        // Offline, an unusable object stops the plan with its error; in the
+        // controller the provisioner reports them, and the rest is planned.
+        if options.marks == MarkSource::Recompute
+            && let Some(problem) = prepared.problems.into_iter().next()
+        {
             return Err(problem);
         }
         let types: BTreeMap<String, Arc<Vec<InstanceType>>> = prepared
@@ -268,6 +298,30 @@ fn pool_hash_annotations(hash: &str) -> [(&'static str, String); 2] {
             crate::controllers::nodepool::NODE_POOL_HASH_VERSION.to_string(),
         ),
     ]
+}
+
+/// Each NodeClaim's marks as its conditions hold them.
+fn marks_of_conditions(cluster: &ClusterSnapshot) -> BTreeMap<String, Marked> {
+    cluster
+        .node_claims
+        .iter()
+        .map(|claim| {
+            let conditions = claim
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_deref())
+                .unwrap_or_default();
+            let marked = Marked {
+                node_claim: claim.name_any(),
+                consolidatable: is_condition_true(conditions, NODE_CLAIM_CONSOLIDATABLE),
+                drifted: find_condition(conditions, NODE_CLAIM_DRIFTED)
+                    .filter(|c| c.is_true())
+                    .map(|c| c.reason.clone().unwrap_or_else(|| "Drifted".to_string())),
+                expired: false,
+            };
+            (claim.name_any(), marked)
+        })
+        .collect()
 }
 
 /// Each NodeClaim's marks at `at`, computed from what the snapshot holds.

@@ -98,8 +98,12 @@ impl State<'_> {
             let name = pool.types[r.2 as usize].name.as_str();
             (i64::from(r.0), r.1, name)
         };
+        // Score and price decide almost every comparison; the names (a
+        // load of each type) are read only on a tie.
         let order = |a: &(i32, f64, u32, &Offer), b: &(i32, f64, u32, &Offer)| {
-            launch_order(rank(a), rank(b)).then(a.2.cmp(&b.2))
+            b.0.cmp(&a.0)
+                .then_with(|| a.1.total_cmp(&b.1))
+                .then_with(|| launch_order(rank(a), rank(b)).then(a.2.cmp(&b.2)))
         };
         // Only the first `max_instance_types` are kept: put them in front,
         // then sort just those (a claim may have a thousand options).

@@ -168,15 +168,16 @@ fn every_example_directory_applies_to_an_empty_sandbox() {
     for dir in EXAMPLE_DIRS {
         let sandbox = Sandbox::start("examples");
         let applied = sandbox.ok(&["apply", "-f", dir], None);
+        // Every object is accepted: created, or configured where a second
+        // file of the directory names the same object (a variant with its
+        // status). Controllers change objects afterwards (a NodePool's hash
+        // annotation), so applying again is not compared.
         assert!(
-            !applied.contains("unchanged"),
-            "{dir}: a fresh sandbox held its objects already:\n{applied}"
-        );
-        // Applying again changes nothing: the manifests are what the server keeps.
-        let again = sandbox.ok(&["apply", "-f", dir], None);
-        assert!(
-            again.lines().all(|line| line.ends_with(" unchanged")),
-            "{dir}: a second apply changed something:\n{again}"
+            !applied.trim().is_empty()
+                && applied
+                    .lines()
+                    .all(|line| line.ends_with(" created") || line.ends_with(" configured")),
+            "{dir}:\n{applied}"
         );
     }
 }
@@ -225,8 +226,14 @@ fn the_rendered_chart_applies_to_a_sandbox() {
     ];
     let sandbox = Sandbox::start("chart");
     // What `helm install` sends first: the chart's crds/, then the templates.
+    // The sandbox serves the CRDs already, as a cluster upgraded from
+    // Karpenter does: the chart's are accepted over them.
     let crds = sandbox.ok(&["apply", "-f", "deploy/helm/nodewright/crds"], None);
-    assert_eq!(crds.lines().count(), 3, "{crds}");
+    let applied = crds
+        .lines()
+        .filter(|line| line.starts_with("customresourcedefinition.apiextensions.k8s.io/"))
+        .count();
+    assert_eq!(applied, 3, "{crds}");
 
     // Into kube-system, as Karpenter's getting-started installs, and into a
     // namespace of its own (`helm install --create-namespace`).

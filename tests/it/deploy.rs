@@ -293,3 +293,274 @@ fn the_rendered_chart_applies_to_a_sandbox() {
         assert_eq!(deployment, "2 nodewright");
     }
 }
+
+/// Every `expr` in a Grafana dashboard, at any depth.
+fn queries(value: &serde_json::Value, out: &mut Vec<String>) {
+    match value {
+        serde_json::Value::Object(map) => {
+            for (key, value) in map {
+                match (key.as_str(), value) {
+                    ("expr", serde_json::Value::String(expr)) => out.push(expr.clone()),
+                    _ => queries(value, out),
+                }
+            }
+        }
+        serde_json::Value::Array(items) => items.iter().for_each(|v| queries(v, out)),
+        _ => {}
+    }
+}
+
+/// The series names `/metrics` serves: gauges as they are, counters with
+/// `_total`, histograms with `_bucket`, `_sum` and `_count`.
+fn exported_series() -> std::collections::BTreeSet<String> {
+    let text = nodewright::metrics::metrics().render();
+    let mut names = std::collections::BTreeSet::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("# TYPE ") else {
+            continue;
+        };
+        let (name, kind) = rest.split_once(' ').unwrap();
+        match kind {
+            "counter" => {
+                names.insert(format!("{name}_total"));
+            }
+            "histogram" => {
+                for suffix in ["_bucket", "_sum", "_count"] {
+                    names.insert(format!("{name}{suffix}"));
+                }
+            }
+            _ => {
+                names.insert(name.to_string());
+            }
+        }
+    }
+    names
+}
+
+#[test]
+fn dashboards_query_only_metrics_the_controller_exports() {
+    let exported = exported_series();
+    assert!(
+        exported.contains("karpenter_nodepools_usage")
+            && exported.contains("karpenter_nodeclaims_created_total"),
+        "the registry's text lists no metric: {exported:?}"
+    );
+    // A metric name: the controller's prefix, or any name a selector follows.
+    let named = regex::Regex::new(
+        r"\b((?:karpenter|nodewright)_[a-z0-9_]+)\b|([a-zA-Z_:][a-zA-Z0-9_:]*)\{",
+    )
+    .unwrap();
+    let dir = root().join("deploy/grafana");
+    let mut dashboards = 0;
+    let mut used = std::collections::BTreeSet::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "json") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let dashboard: serde_json::Value = serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("{}: not JSON: {e}", path.display()));
+        let panels = dashboard["panels"].as_array().map_or(0, Vec::len);
+        assert!(panels > 0, "{}: no panels", path.display());
+        let mut exprs = Vec::new();
+        queries(&dashboard, &mut exprs);
+        assert!(
+            exprs.len() >= panels,
+            "{}: a panel without a query",
+            path.display()
+        );
+        for expr in &exprs {
+            let names: Vec<String> = named
+                .captures_iter(expr)
+                .map(|c| c.get(1).or(c.get(2)).unwrap().as_str().to_string())
+                .collect();
+            assert!(
+                !names.is_empty(),
+                "{}: {expr:?} names no metric",
+                path.display()
+            );
+            for name in names {
+                assert!(
+                    exported.contains(&name),
+                    "{}: {expr:?} queries {name}, which nodewright does not export",
+                    path.display()
+                );
+                used.insert(name);
+            }
+        }
+        dashboards += 1;
+    }
+    assert!(
+        dashboards >= 2,
+        "deploy/grafana holds {dashboards} dashboards"
+    );
+    eprintln!(
+        "{dashboards} dashboards query {} of {} exported series",
+        used.len(),
+        exported.len()
+    );
+}
+
+/// The guides and READMEs that name chart values and controller flags.
+const DOCS: &[&str] = &[
+    "README.md",
+    "docs/getting-started-eks.md",
+    "docs/migrating-from-karpenter.md",
+    "docs/controller.md",
+    "deploy/README.md",
+    "deploy/helm/nodewright/README.md",
+    "deploy/iam/README.md",
+];
+
+/// The node of `values.schema.json` at a dotted path (`a.b[0].c`), if the
+/// schema knows it; free-form objects (no `properties`) hold any key.
+fn schema_node<'a>(schema: &'a serde_json::Value, path: &str) -> Option<&'a serde_json::Value> {
+    let mut node = schema;
+    // Dots escaped as `\.` (annotation keys in `--set`) are not separators.
+    let path = path.replace("\\.", "\u{0}");
+    for segment in path.split('.') {
+        let (name, indexed) = match segment.split_once('[') {
+            Some((name, _)) => (name, true),
+            None => (segment, false),
+        };
+        if name == "*" {
+            return Some(node);
+        }
+        let Some(properties) = node.get("properties") else {
+            return Some(node);
+        };
+        node = properties.get(name)?;
+        if indexed {
+            node = node.get("items").unwrap_or(node);
+        }
+    }
+    Some(node)
+}
+
+/// The long flags `nodewright <subcommand…> --help` lists.
+fn flags_of(subcommand: &str) -> Vec<String> {
+    let output = Command::new(env!("CARGO_BIN_EXE_nodewright"))
+        .args(subcommand.split(' '))
+        .arg("--help")
+        .output()
+        .unwrap();
+    let help = String::from_utf8(output.stdout).unwrap();
+    let flag = regex::Regex::new(r"(?m)^\s+(?:-\w, )?(--[a-z][a-z0-9-]*)").unwrap();
+    flag.captures_iter(&help)
+        .map(|c| c[1].to_string())
+        .collect()
+}
+
+#[test]
+fn every_flag_and_chart_value_the_docs_name_exists() {
+    let schema: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root().join("deploy/helm/nodewright/values.schema.json")).unwrap(),
+    )
+    .unwrap();
+    let top: Vec<String> = schema["properties"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    // Karpenter's keys the chart's README says are refused outright.
+    let readme = std::fs::read_to_string(root().join("deploy/helm/nodewright/README.md")).unwrap();
+    let refused_row = regex::Regex::new(r"(?m)^\| `([A-Za-z.]+)` \| refused \|").unwrap();
+    let refused: Vec<String> = refused_row
+        .captures_iter(&readme)
+        .map(|c| c[1].to_string())
+        .collect();
+    assert!(
+        refused.len() >= 3,
+        "the chart README's refused keys: {refused:?}"
+    );
+    for key in &refused {
+        assert!(
+            schema_node(&schema, key).is_none(),
+            "deploy/helm/nodewright/README.md says {key} is refused, but values.schema.json accepts it"
+        );
+    }
+    let subcommands = [
+        "controller",
+        "sandbox",
+        "simulate",
+        "catalog",
+        "crds",
+        "filter test",
+        "filter new",
+        "filter inspect",
+    ];
+    let all_flags: Vec<String> = subcommands.iter().flat_map(|s| flags_of(s)).collect();
+    assert!(
+        all_flags.iter().any(|f| f == "--interruption-queue"),
+        "{all_flags:?}"
+    );
+    // Other tools' flags the docs use in prose.
+    let others = [
+        "--set",
+        "--namespace",
+        "--create-namespace",
+        "--wait",
+        "--reuse-values",
+        "--service-account",
+    ];
+
+    let set = regex::Regex::new(r"--set (?:\x22)?([A-Za-z0-9_.\\/\[\]-]+)=").unwrap();
+    let backticked =
+        regex::Regex::new(r"`([a-z][A-Za-z]*(?:\.[A-Za-z0-9*]+(?:\[\d+\])?)+)`").unwrap();
+    let command =
+        regex::Regex::new(r"nodewright (controller|sandbox|simulate|catalog|crds)\b([^\n`]*)")
+            .unwrap();
+    let flag_token = regex::Regex::new(r"(--[a-z][a-z0-9-]*)").unwrap();
+    let prose_flag = regex::Regex::new(r"`(--[a-z][a-z0-9-]*)`").unwrap();
+    let mut checked = 0;
+    for doc in DOCS {
+        let text = std::fs::read_to_string(root().join(doc)).unwrap();
+        for c in set.captures_iter(&text) {
+            let key = &c[1];
+            assert!(
+                schema_node(&schema, key).is_some(),
+                "{doc}: `--set {key}=…` names a value the chart does not have"
+            );
+            checked += 1;
+        }
+        for c in backticked.captures_iter(&text) {
+            let key = &c[1];
+            let first = key.split('.').next().unwrap();
+            if !top.iter().any(|t| t == first) {
+                continue; // not a chart value (a file name, a label, …)
+            }
+            assert!(
+                schema_node(&schema, key).is_some() || refused.iter().any(|r| r == key),
+                "{doc}: `{key}` is not a chart value (nor one the chart README lists as refused)"
+            );
+            checked += 1;
+        }
+        for c in command.captures_iter(&text) {
+            let flags = flags_of(&c[1]);
+            for f in flag_token.captures_iter(&c[2]) {
+                assert!(
+                    flags.iter().any(|known| *known == f[1]),
+                    "{doc}: `nodewright {} … {}` — no such flag",
+                    &c[1],
+                    &f[1]
+                );
+                checked += 1;
+            }
+        }
+        for f in prose_flag.captures_iter(&text) {
+            let flag = &f[1];
+            assert!(
+                all_flags.iter().any(|known| known == flag) || others.contains(&flag),
+                "{doc}: `{flag}` is not a flag of nodewright (or of helm or aws as the docs use them)"
+            );
+            checked += 1;
+        }
+    }
+    assert!(
+        checked > 50,
+        "only {checked} names checked: the patterns find nothing"
+    );
+    eprintln!("{checked} flags and chart values named in the docs exist");
+}

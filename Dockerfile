@@ -19,7 +19,7 @@ RUN target="$(uname -m)-unknown-linux-musl" \
  && rustup target add "$target" \
  && cargo build --release --locked --target "$target" --bin nodewright \
  && mkdir -p /out/etc/ssl/certs \
- && cp "target/$target/release/nodewright" /out/nodewright \
+ && strip -o /out/nodewright "target/$target/release/nodewright" \
  && cp /etc/ssl/certs/ca-certificates.crt /out/etc/ssl/certs/ \
  && echo 'nonroot:x:65532:65532:nonroot:/nonexistent:/sbin/nologin' > /out/etc/passwd \
  && echo 'nonroot:x:65532:' > /out/etc/group

@@ -310,21 +310,22 @@ fn queries(value: &serde_json::Value, out: &mut Vec<String>) {
     }
 }
 
-/// The series names `/metrics` serves: gauges as they are, counters with
-/// `_total`, histograms with `_bucket`, `_sum` and `_count`.
+/// The series names `/metrics` serves, from the registrations in
+/// `src/metrics.rs` (the registry's text lists a family only once it has a
+/// sample): gauges as they are, counters with `_total`, histograms with
+/// `_bucket`, `_sum` and `_count`.
 fn exported_series() -> std::collections::BTreeSet<String> {
-    let text = nodewright::metrics::metrics().render();
+    let source = std::fs::read_to_string(root().join("src/metrics.rs")).unwrap();
+    let registration =
+        regex::Regex::new(r#"\b(counters|gauges|histograms)\(\s*"([a-z_]+)""#).unwrap();
     let mut names = std::collections::BTreeSet::new();
-    for line in text.lines() {
-        let Some(rest) = line.strip_prefix("# TYPE ") else {
-            continue;
-        };
-        let (name, kind) = rest.split_once(' ').unwrap();
-        match kind {
-            "counter" => {
+    for c in registration.captures_iter(&source) {
+        let name = &c[2];
+        match &c[1] {
+            "counters" => {
                 names.insert(format!("{name}_total"));
             }
-            "histogram" => {
+            "histograms" => {
                 for suffix in ["_bucket", "_sum", "_count"] {
                     names.insert(format!("{name}{suffix}"));
                 }
@@ -333,6 +334,18 @@ fn exported_series() -> std::collections::BTreeSet<String> {
                 names.insert(name.to_string());
             }
         }
+    }
+    // What the registry serves agrees: every series it renders is one of these.
+    let text = nodewright::metrics::metrics().render();
+    for line in text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
+        let series = line.split(['{', ' ']).next().unwrap();
+        assert!(
+            names.contains(series),
+            "/metrics serves {series}, which the registrations in src/metrics.rs do not name"
+        );
     }
     names
 }

@@ -6,6 +6,7 @@ mod crds;
 mod filter;
 mod sandbox;
 mod simulate;
+mod simulate_disruption;
 mod table;
 
 use std::process::ExitCode;

@@ -10,8 +10,10 @@ use crate::aws::catalog::PriceSource;
 use crate::aws::catalog::live::{LiveCatalog, fetch_catalog};
 use crate::aws::clients::{AwsClients, AwsSettings, sdk_config};
 use crate::aws::pricing::{PricingError, PricingProvider};
+use crate::sim::disruption::{DisruptionOptions, simulate_disruption, simulate_disruption_with};
 use crate::sim::plan::ClusterSummary;
 use crate::sim::{CatalogKind, Plan, SimulateOptions, simulate, simulate_with};
+use k8s_openapi::jiff::Timestamp;
 
 /// Arguments of `nodewright simulate`.
 #[derive(Debug, Args)]
@@ -38,6 +40,27 @@ pub struct SimulateArgs {
     /// Schedule as if pods had no preferred affinities or spreads.
     #[arg(long)]
     ignore_preferences: bool,
+    /// Instead of a provisioning round, run the disruption controller's
+    /// passes: NodeClaims marked at --at (Consolidatable, Drifted,
+    /// expired), then expiration, emptiness, drift, multi-node and
+    /// single-node consolidation, each pass's command applied before the
+    /// next, within the NodePools' budgets. Prints the commands, every
+    /// NodeClaim's marks and why each other node is kept.
+    #[arg(long)]
+    disruption: bool,
+    /// With --disruption: the time to judge at (RFC 3339, e.g.
+    /// 2026-11-26T12:00:00Z); now by default.
+    #[arg(long, value_name = "RFC3339", requires = "disruption")]
+    at: Option<String>,
+    /// With --disruption: the controller's feature gates, `Name=true|false,…`
+    /// (SpotToSpotConsolidation=true lets spot nodes be replaced by spot).
+    #[arg(
+        long,
+        value_name = "GATES",
+        requires = "disruption",
+        default_value = ""
+    )]
+    feature_gates: String,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -53,6 +76,9 @@ pub fn run(args: &SimulateArgs) -> Result<(), CliError> {
         region: args.region.clone(),
         ignore_preferences: args.ignore_preferences,
     };
+    if args.disruption {
+        return run_disruption(args, &options);
+    }
     let plan = if args.aws {
         let live = live_catalog(&args.region)?;
         let warnings: Vec<String> = live
@@ -69,6 +95,34 @@ pub fn run(args: &SimulateArgs) -> Result<(), CliError> {
     match args.output {
         Output::Table => emit(&render(&plan)),
         Output::Json => emit(&format!("{}\n", serde_json::to_string_pretty(&plan)?)),
+    }
+}
+
+/// `simulate --disruption`.
+fn run_disruption(args: &SimulateArgs, options: &SimulateOptions) -> Result<(), CliError> {
+    let at = match &args.at {
+        Some(text) => text.parse::<Timestamp>().map_err(|e| {
+            format!("--at {text:?}: not an RFC 3339 time ({e}); write e.g. 2026-11-26T12:00:00Z")
+        })?,
+        None => Timestamp::now(),
+    };
+    let gates = super::controller::feature_gates(&args.feature_gates)?;
+    let disruption = DisruptionOptions {
+        at,
+        spot_to_spot: gates
+            .iter()
+            .rfind(|(name, _)| *name == "SpotToSpotConsolidation")
+            .is_some_and(|(_, on)| *on),
+    };
+    let output = if args.aws {
+        let live = live_catalog(&args.region)?;
+        simulate_disruption_with(options, &disruption, live.catalog, CatalogKind::Live)?
+    } else {
+        simulate_disruption(options, &disruption)?
+    };
+    match args.output {
+        Output::Table => emit(&super::simulate_disruption::render(&output)),
+        Output::Json => emit(&format!("{}\n", serde_json::to_string_pretty(&output)?)),
     }
 }
 

@@ -98,6 +98,13 @@ pub async fn launchable_off_thread(
 /// would launch today (the NodeClaim's `Drifted` condition reason).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DriftReason {
+    /// The NodePool's template changed (its hash).
+    NodePoolDrifted,
+    /// Its labels no longer satisfy the NodePool's requirements.
+    RequirementsDrifted,
+    /// Its instance type, or an offering of it matching its zone and
+    /// capacity type, is no longer among the NodePool's.
+    InstanceTypeNotFound,
     /// The image it booted is no longer among the class's AMIs.
     AmiDrift,
     /// Its subnet is no longer selected.
@@ -114,6 +121,9 @@ impl DriftReason {
     /// The condition reason.
     pub fn as_str(self) -> &'static str {
         match self {
+            DriftReason::NodePoolDrifted => "NodePoolDrifted",
+            DriftReason::RequirementsDrifted => "RequirementsDrifted",
+            DriftReason::InstanceTypeNotFound => "InstanceTypeNotFound",
             DriftReason::AmiDrift => "AMIDrift",
             DriftReason::SubnetDrift => "SubnetDrift",
             DriftReason::SecurityGroupDrift => "SecurityGroupDrift",

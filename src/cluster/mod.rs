@@ -20,6 +20,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
 use crate::apis::{EC2NodeClass, NodeClaim, NodePool};
 use crate::scheduling::PodKey;
@@ -48,6 +49,9 @@ pub struct ClusterSnapshot {
     pub daemon_sets: Vec<Arc<DaemonSet>>,
     /// Namespaces, for affinity terms' `namespaceSelector`s.
     pub namespaces: Vec<Arc<Namespace>>,
+    /// PodDisruptionBudgets: a node whose pods one of them keeps is not
+    /// disrupted.
+    pub pdbs: Vec<Arc<PodDisruptionBudget>>,
     /// ConfigMaps extension modules may be stored in.
     pub config_maps: Vec<Arc<ConfigMap>>,
     /// Pods already planned onto a NodeClaim or Node that has not taken

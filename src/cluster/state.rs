@@ -422,6 +422,7 @@ impl ClusterState {
             pods,
             daemon_sets: self.daemon_sets.all(),
             namespaces: self.namespaces.all(),
+            pdbs: self.pdbs.all(),
             config_maps: self.config_maps.all(),
             nominated,
             state_nodes: Some(state_nodes),

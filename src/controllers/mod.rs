@@ -4,6 +4,7 @@
 //! (subnets, security groups, instance profile, capacity reservations,
 //! AMIs, extensions, dry-run validation, readiness).
 
+pub mod disruption;
 pub mod gauges;
 pub mod node;
 pub mod nodeclaim;

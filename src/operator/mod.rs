@@ -6,6 +6,7 @@
 pub mod leader_election;
 pub mod server;
 
+use crate::controllers::disruption::controller::DisruptionController;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -221,6 +222,32 @@ impl Operator {
             set.spawn(async move {
                 node::run(termination).await;
                 "node.termination"
+            });
+            let marking = context("nodeclaim.disruption");
+            set.spawn(async move {
+                nodeclaim::disruption::run(marking).await;
+                "nodeclaim.disruption"
+            });
+            let disruption = Arc::new(DisruptionController {
+                client: self.client.clone(),
+                state: state.clone(),
+                instance_types: self.instance_types.clone(),
+                scheduler: self.settings.provisioning.scheduler.clone(),
+                validation_wait: crate::controllers::disruption::controller::VALIDATION_WAIT,
+            });
+            set.spawn(async move {
+                disruption.run().await;
+                "disruption"
+            });
+            let expiration = context("nodeclaim.expiration");
+            set.spawn(async move {
+                nodeclaim::expiration::run(expiration).await;
+                "nodeclaim.expiration"
+            });
+            let pod_events = context("nodeclaim.podevents");
+            set.spawn(async move {
+                nodeclaim::pod_events::run(pod_events).await;
+                "nodeclaim.podevents"
             });
             let collector = context("nodeclaim.garbagecollection");
             set.spawn(async move {

@@ -91,7 +91,9 @@ fn resources(
     })
 }
 
-fn selector(
+/// A Kubernetes label selector (of `object`, at `field`, for errors) in the
+/// scheduler's terms.
+pub fn label_selector(
     object: &str,
     field: &str,
     s: &meta::LabelSelector,
@@ -205,7 +207,7 @@ fn affinity_term(
     let mut sel = t
         .label_selector
         .as_ref()
-        .map(|s| selector(object, &format!("{field}.labelSelector"), s))
+        .map(|s| label_selector(object, &format!("{field}.labelSelector"), s))
         .transpose()?;
     if let Some(sel) = sel.as_mut() {
         for (keys, operator) in [
@@ -234,7 +236,7 @@ fn affinity_term(
         }
         Some(ns) => NamespaceScope::Selected(
             listed,
-            selector(object, &format!("{field}.namespaceSelector"), ns)?,
+            label_selector(object, &format!("{field}.namespaceSelector"), ns)?,
         ),
     };
     if t.topology_key.is_empty() {
@@ -518,7 +520,7 @@ fn pod_spec(
             selector: c
                 .label_selector
                 .as_ref()
-                .map(|s| selector(object, &format!("{field}.labelSelector"), s))
+                .map(|s| label_selector(object, &format!("{field}.labelSelector"), s))
                 .transpose()?,
             min_domains: c.min_domains,
             node_affinity_policy: policy(

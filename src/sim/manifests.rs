@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -69,7 +70,6 @@ pub const IGNORED_KINDS: &[&str] = &[
     "Event",
     "ServiceAccount",
     "Secret",
-    "PodDisruptionBudget",
     "HorizontalPodAutoscaler",
     "Ingress",
     "IngressClass",
@@ -119,6 +119,8 @@ pub struct Manifests {
     /// Namespaces: their labels are what pod (anti-)affinity
     /// `namespaceSelector`s match.
     pub namespaces: Vec<Namespace>,
+    /// PodDisruptionBudgets, as `simulate --disruption` honours them.
+    pub pdbs: Vec<PodDisruptionBudget>,
 }
 
 /// One document of a YAML stream, Lists already opened.
@@ -273,6 +275,7 @@ impl Manifests {
             pods: self.pods(),
             daemon_sets: shared(&self.daemon_sets),
             namespaces: shared(&self.namespaces),
+            pdbs: shared(&self.pdbs),
             config_maps: shared(&self.config_maps),
             nominated: Default::default(),
             state_nodes: None,
@@ -307,6 +310,7 @@ impl Manifests {
             ("v1", "ConfigMap") => self.config_maps.push(typed(location, value)?),
             ("v1", "Namespace") => self.namespaces.push(typed(location, value)?),
             ("apps", "DaemonSet") => self.daemon_sets.push(typed(location, value)?),
+            ("policy", "PodDisruptionBudget") => self.pdbs.push(typed(location, value)?),
             ("apps", "Deployment") => self
                 .pod_sources
                 .push(PodSource::Deployment(Box::new(typed(location, value)?))),

@@ -10,6 +10,7 @@
 //!
 //! [`sandbox`]: `nodewright sandbox`, a whole cluster on one machine.
 
+pub mod disruption;
 pub mod double;
 pub mod manifests;
 pub mod plan;

@@ -195,3 +195,111 @@ fn the_quickstart_runs_in_the_sandbox_binary_under_kubectl() {
     assert!(!kubeconfig.exists(), "the kubeconfig is removed");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Runs `kubectl args` until its output satisfies `done`, for at most `limit`.
+fn until_within(
+    kubeconfig: &Path,
+    args: &[&str],
+    limit: Duration,
+    done: impl Fn(&str) -> bool,
+) -> String {
+    let deadline = Instant::now() + limit;
+    loop {
+        let (ok, text) = kubectl(kubeconfig, args);
+        if ok && done(&text) {
+            return text;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "kubectl {args:?}: last said\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+#[test]
+fn scaling_a_deployment_to_zero_removes_its_empty_nodes_after_consolidate_after() {
+    if Command::new("kubectl")
+        .arg("version")
+        .arg("--client")
+        .output()
+        .is_err()
+    {
+        eprintln!("SKIPPED: kubectl is not on PATH; install kubectl 1.32 to run this test");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("nodewright-sandbox-empty-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("sandbox.kubeconfig");
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nodewright"))
+        .args(["sandbox", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .args(["--launch-delay", "0s", "--register-delay", "0s"])
+        .current_dir(&root)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let ok = |args: &[&str]| {
+        let (ok, text) = kubectl(&kubeconfig, args);
+        assert!(ok, "kubectl {args:?}: {text}");
+        text
+    };
+    ok(&["create", "namespace", "shop"]);
+    ok(&[
+        "apply",
+        "-f",
+        "examples/quickstart/nodepool.yaml",
+        "-f",
+        "examples/quickstart/ec2nodeclass.yaml",
+        "-f",
+        "examples/quickstart/web.yaml",
+    ]);
+    ok(&[
+        "patch",
+        "nodepool",
+        "general-purpose",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"disruption":{"consolidateAfter":"5s"}}}"#,
+    ]);
+    let phases = [
+        "get",
+        "pods",
+        "-n",
+        "shop",
+        "-l",
+        "app=web",
+        "-o",
+        "jsonpath={range .items[*]}{.status.phase} {end}",
+    ];
+    until(&kubeconfig, &phases, |t| {
+        let p: Vec<&str> = t.split_whitespace().collect();
+        p.len() == 8 && p.iter().all(|p| *p == "Running")
+    });
+    let names = ["get", "nodes", "-o", "jsonpath={.items[*].metadata.name}"];
+    let nodes = ok(&names);
+    assert!(!nodes.trim().is_empty());
+
+    // Scaled to zero: every node is empty, and goes once consolidateAfter
+    // (5 s), the pass (10 s) and the validation wait (15 s) have run.
+    ok(&["scale", "deployment", "web", "-n", "shop", "--replicas=0"]);
+    until_within(&kubeconfig, &names, Duration::from_secs(120), |t| {
+        t.trim().is_empty()
+    });
+    let claims = ok(&["get", "nodeclaims", "-o", "name"]);
+    assert!(claims.trim().is_empty(), "{claims}");
+
+    Command::new("kill")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+    std::fs::remove_dir_all(&dir).unwrap();
+}

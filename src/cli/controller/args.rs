@@ -215,6 +215,30 @@ const FEATURE_GATES: &[(&str, bool)] = &[
     ("CapacityBuffer", false),
 ];
 
+/// `Name=true|false,…` as `--feature-gates` reads it: each gate once, in
+/// order; a gate nodewright does not know, or a value that is not a
+/// boolean, is an error naming it.
+pub fn feature_gates(text: &str) -> Result<Vec<(&'static str, bool)>, String> {
+    let mut out = Vec::new();
+    for entry in text.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let (name, value) = entry
+            .split_once('=')
+            .ok_or_else(|| format!("--feature-gates {entry:?}: write Name=true or Name=false"))?;
+        let on: bool = value.parse().map_err(|_| {
+            format!("--feature-gates {name}={value}: the value must be true or false")
+        })?;
+        let Some((known, _)) = FEATURE_GATES.iter().find(|(known, _)| *known == name) else {
+            let known: Vec<&str> = FEATURE_GATES.iter().map(|(n, _)| *n).collect();
+            return Err(format!(
+                "--feature-gates: unknown gate {name:?}; known: {}",
+                known.join(", ")
+            ));
+        };
+        out.push((*known, on));
+    }
+    Ok(out)
+}
+
 /// A Go-style duration (`1s`, `500ms`, `1m30s`).
 fn duration(text: &str) -> Result<Duration, String> {
     parse_go_duration(text).map_err(|e| e.to_string())
@@ -237,26 +261,10 @@ impl ControllerArgs {
     /// Checks `--feature-gates`: known gates only; `ReservedCapacity` on;
     /// gates of features nodewright does not have off.
     pub fn check_feature_gates(&self) -> Result<(), CliError> {
-        for entry in self
-            .feature_gates
-            .split(',')
-            .map(str::trim)
-            .filter(|e| !e.is_empty())
-        {
-            let (name, value) = entry.split_once('=').ok_or_else(|| {
-                format!("--feature-gates {entry:?}: write Name=true or Name=false")
-            })?;
-            let on: bool = value.parse().map_err(|_| {
-                format!("--feature-gates {name}={value}: the value must be true or false")
-            })?;
-            let Some((_, built)) = FEATURE_GATES.iter().find(|(known, _)| *known == name) else {
-                let known: Vec<&str> = FEATURE_GATES.iter().map(|(n, _)| *n).collect();
-                return Err(format!(
-                    "--feature-gates: unknown gate {name:?}; known: {}",
-                    known.join(", ")
-                )
-                .into());
-            };
+        for (name, on) in feature_gates(&self.feature_gates)? {
+            let built = FEATURE_GATES
+                .iter()
+                .any(|(known, built)| *known == name && *built);
             match (name, on, built) {
                 ("ReservedCapacity", false, _) => {
                     return Err("--feature-gates ReservedCapacity=false: nodewright always uses capacity reservations a class selects; remove capacityReservationSelectorTerms instead".into());

@@ -6,8 +6,8 @@ mod launch;
 
 use std::sync::Arc;
 
-pub use args::ControllerArgs;
 use args::{CloudProviderKind, LogFormat};
+pub use args::{ControllerArgs, feature_gates};
 
 use super::CliError;
 use crate::aws::catalog::Catalog;

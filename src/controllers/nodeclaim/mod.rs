@@ -1,12 +1,17 @@
 //! NodeClaim controllers: the lifecycle (launch → registration →
 //! initialization, with the liveness timeouts) and finalization (the Node
-//! removed, then the instance), Karpenter's `nodeclaim.lifecycle`.
+//! removed, then the instance), Karpenter's `nodeclaim.lifecycle`; the
+//! disruption marks (`Drifted`, `Consolidatable`), expiration, the pod
+//! events `consolidateAfter` counts from, and garbage collection.
 
+pub mod disruption;
+pub mod expiration;
 mod finalize;
 pub mod garbage_collection;
 mod initialization;
 mod launch;
 mod lifecycle;
+pub mod pod_events;
 mod registration;
 
 use std::sync::Arc;

@@ -5,9 +5,14 @@
 //! is never compared with ours: NodeClaims carrying an older hash version
 //! are re-stamped, not drifted, which makes switching from Karpenter safe.
 
+use std::collections::BTreeMap;
+
+use kube::ResourceExt;
 use serde_json::Value;
 
-use crate::apis::NodePool;
+use crate::apis::conditions::{NODE_CLAIM_DRIFTED, find_condition};
+use crate::apis::labels::{NODE_POOL_HASH_ANNOTATION_KEY, NODE_POOL_HASH_VERSION_ANNOTATION_KEY};
+use crate::apis::{NodeClaim, NodePool};
 
 /// Version of this hash, written beside it (`karpenter.sh/nodepool-hash-version`).
 pub const NODE_POOL_HASH_VERSION: &str = "nw1";
@@ -20,6 +25,35 @@ pub fn node_pool_hash(pool: &NodePool) -> String {
     }
     let canonical = canonical(template).unwrap_or(Value::Null);
     fnv1a(canonical.to_string().as_bytes()).to_string()
+}
+
+/// The annotations re-stamping writes on a NodeClaim of a pool whose hash
+/// is `hash` (as Karpenter's NodePool hash controller): nothing when the
+/// claim already carries this hash version; otherwise the version, and the
+/// hash unless the claim is already `Drifted` — a drift found under the old
+/// hash (Karpenter's, on migration) cannot be re-checked under the new one,
+/// so the old hash stays and the claim stays drifted.
+pub fn restamped_annotations(claim: &NodeClaim, hash: &str) -> BTreeMap<&'static str, String> {
+    let mut out = BTreeMap::new();
+    let version = claim
+        .annotations()
+        .get(NODE_POOL_HASH_VERSION_ANNOTATION_KEY);
+    if version.map(String::as_str) == Some(NODE_POOL_HASH_VERSION) {
+        return out;
+    }
+    out.insert(
+        NODE_POOL_HASH_VERSION_ANNOTATION_KEY,
+        NODE_POOL_HASH_VERSION.to_string(),
+    );
+    let conditions = claim
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_deref())
+        .unwrap_or_default();
+    if find_condition(conditions, NODE_CLAIM_DRIFTED).is_none() {
+        out.insert(NODE_POOL_HASH_ANNOTATION_KEY, hash.to_string());
+    }
+    out
 }
 
 /// `value` with nulls and empty strings, lists and maps dropped, map keys
@@ -72,6 +106,40 @@ spec:
 {extra}"#
         ))
         .unwrap()
+    }
+
+    fn claim(version: &str, drifted: bool) -> NodeClaim {
+        let conditions = if drifted {
+            serde_json::json!([{"type": "Drifted", "status": "True", "reason": "NodePoolDrifted",
+                                "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}])
+        } else {
+            serde_json::json!([])
+        };
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": "a", "annotations": {
+                "karpenter.sh/nodepool-hash": "old", "karpenter.sh/nodepool-hash-version": version}},
+            "spec": {"requirements": [], "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}},
+            "status": {"conditions": conditions}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn restamping_keeps_the_hash_of_a_drifted_claim() {
+        let fresh = restamped_annotations(&claim("v3", false), "new");
+        assert_eq!(fresh[NODE_POOL_HASH_ANNOTATION_KEY], "new");
+        assert_eq!(
+            fresh[NODE_POOL_HASH_VERSION_ANNOTATION_KEY],
+            NODE_POOL_HASH_VERSION
+        );
+        let drifted = restamped_annotations(&claim("v3", true), "new");
+        assert_eq!(drifted.get(NODE_POOL_HASH_ANNOTATION_KEY), None);
+        assert_eq!(
+            drifted[NODE_POOL_HASH_VERSION_ANNOTATION_KEY],
+            NODE_POOL_HASH_VERSION
+        );
+        assert!(restamped_annotations(&claim(NODE_POOL_HASH_VERSION, false), "new").is_empty());
     }
 
     #[test]

@@ -19,7 +19,7 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 
-pub use hash::{NODE_POOL_HASH_VERSION, node_pool_hash};
+pub use hash::{NODE_POOL_HASH_VERSION, node_pool_hash, restamped_annotations};
 
 use super::ControllerError;
 use crate::apis::conditions::{
@@ -284,17 +284,11 @@ async fn restamp_node_claims(
     let api: Api<NodeClaim> = Api::all(ctx.client.clone());
     for claim in ctx.state.node_claims.all() {
         let of_pool = claim.labels().get(NODE_POOL_LABEL_KEY).map(String::as_str) == Some(pool);
-        let version = claim
-            .annotations()
-            .get(NODE_POOL_HASH_VERSION_ANNOTATION_KEY)
-            .map(String::as_str);
-        if !of_pool || version == Some(NODE_POOL_HASH_VERSION) {
+        let annotations = restamped_annotations(&claim, hash);
+        if !of_pool || annotations.is_empty() {
             continue;
         }
-        let patch = serde_json::json!({"metadata": {"annotations": {
-            NODE_POOL_HASH_ANNOTATION_KEY: hash,
-            NODE_POOL_HASH_VERSION_ANNOTATION_KEY: NODE_POOL_HASH_VERSION,
-        }}});
+        let patch = serde_json::json!({"metadata": {"annotations": annotations}});
         match api
             .patch(
                 &claim.name_any(),

@@ -177,13 +177,14 @@ impl State<'_> {
         let mut options = Vec::with_capacity(claim.options.len());
         let mut max_alloc = vec![0; total.len()];
         for &t in &claim.options {
-            let ty = &pool.types[t as usize];
-            let fits = total.iter().zip(&ty.alloc).all(|(need, have)| need <= have);
+            let alloc = pool.alloc(t);
+            let fits = total.iter().zip(alloc).all(|(need, have)| need <= have);
             // The cheap check first; the counts below only word the reason
             // shown when explaining, so they are kept exact only then.
             if !fits && !explain {
                 continue;
             }
+            let ty = &pool.types[t as usize];
             if !type_compatible(ty, ov.changes.iter(), &number) {
                 continue;
             }
@@ -201,7 +202,7 @@ impl State<'_> {
             n_ports += 1;
             if fits {
                 options.push(t);
-                for (m, a) in max_alloc.iter_mut().zip(&ty.alloc) {
+                for (m, a) in max_alloc.iter_mut().zip(alloc) {
                     *m = (*m).max(*a);
                 }
             }
@@ -316,6 +317,7 @@ impl State<'_> {
         claim.held = commit.held;
         let p = &self.pods[pi];
         add_into(&mut claim.requests, &p.requests);
+        self.room.set(ci, &claim.requests, &claim.max_alloc);
         claim.pods.push(pi as u32);
         claim.host_ports.extend(p.host_ports.iter().cloned());
         let taints = self.m.pools[claim.pool].taints();

@@ -25,6 +25,11 @@ pub(in crate::scheduling::solver) struct PoolIdx {
     pub(in crate::scheduling::solver) spec: NodePoolSpec,
     pub(in crate::scheduling::solver) reqs: Reqs,
     pub(in crate::scheduling::solver) types: Vec<TypeIdx>,
+    /// Allocatable left for pods on each type once the DaemonSets that run
+    /// on it in this pool are placed: `dims` values per type, in one array
+    /// because the claim loop reads it for every option.
+    allocs: Vec<i64>,
+    dims: usize,
     pub(in crate::scheduling::solver) base_options: Vec<u32>,
     /// DaemonSets per group of instance types (see [`TypeIdx::daemon_group`]).
     pub(in crate::scheduling::solver) daemon_groups: Vec<DaemonGroup>,
@@ -41,6 +46,12 @@ pub(in crate::scheduling::solver) struct PoolIdx {
 }
 
 impl PoolIdx {
+    /// Allocatable left for pods on type `t` (see `allocs`).
+    pub(in crate::scheduling::solver) fn alloc(&self, t: u32) -> &[i64] {
+        let start = t as usize * self.dims;
+        &self.allocs[start..start + self.dims]
+    }
+
     pub(in crate::scheduling::solver) fn name(&self) -> &str {
         &self.spec.name
     }
@@ -70,7 +81,9 @@ impl Model {
             public.add_all(&Requirements::from_labels(spec.labels.iter()));
             public.add(Requirement::single(labels::NODE_POOL, &spec.name));
             let reqs = intern_reqs(&public, &mut self.keys, &mut self.values);
+            let dims = self.res.dims();
             let mut types = Vec::new();
+            let mut allocs = Vec::with_capacity(spec.instance_types.len() * dims);
             for it in spec.instance_types.iter() {
                 let mut offers = Vec::new();
                 for o in &it.offerings {
@@ -93,16 +106,15 @@ impl Model {
                         reservation_value: o.reservation_id.as_ref().map(|id| self.values.id(id)),
                     });
                 }
+                allocs.extend(self.res.vector(&it.allocatable()));
                 types.push(TypeIdx {
                     name: it.name.clone(),
                     reqs: intern_reqs(&it.requirements, &mut self.keys, &mut self.values),
-                    alloc: self.res.vector(&it.allocatable()),
                     daemon_group: 0,
                     capacity: self.res.vector(&it.capacity),
                     offers,
                 });
             }
-            let dims = self.res.dims();
             let mut limits = vec![i64::MAX; dims];
             let mut limited = false;
             for (name, amount) in &spec.limits {
@@ -117,10 +129,14 @@ impl Model {
                 }
             }
             let (daemon_groups, of_type) = self.daemon_groups(spec, &public, &types);
-            for (ty, group) in types.iter_mut().zip(of_type) {
+            for ((ty, group), alloc) in types
+                .iter_mut()
+                .zip(of_type)
+                .zip(allocs.chunks_mut(dims.max(1)))
+            {
                 ty.daemon_group = group;
                 if let Some(g) = daemon_groups.get(group as usize) {
-                    for (a, o) in ty.alloc.iter_mut().zip(&g.overhead) {
+                    for (a, o) in alloc.iter_mut().zip(&g.overhead) {
                         *a -= o;
                     }
                 }
@@ -138,6 +154,8 @@ impl Model {
                 spec: spec.clone(),
                 reqs,
                 types,
+                allocs,
+                dims,
                 base_options: Vec::new(),
                 daemon_groups,
                 nodes_limit: spec.limits.get(NODES_LIMIT).copied(),
@@ -188,7 +206,7 @@ pub(in crate::scheduling::solver) fn max_alloc(
 ) -> Res {
     let mut max = vec![0; dims];
     for t in options {
-        for (m, a) in max.iter_mut().zip(&pool.types[*t as usize].alloc) {
+        for (m, a) in max.iter_mut().zip(pool.alloc(*t)) {
             *m = (*m).max(*a);
         }
     }

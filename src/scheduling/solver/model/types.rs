@@ -18,9 +18,6 @@ pub(in crate::scheduling::solver) struct Offer {
 pub(in crate::scheduling::solver) struct TypeIdx {
     pub(in crate::scheduling::solver) name: String,
     pub(in crate::scheduling::solver) reqs: Reqs,
-    /// Allocatable left for pods once the DaemonSets that run on this type
-    /// in its pool are placed.
-    pub(in crate::scheduling::solver) alloc: Res,
     /// The pool's [`DaemonGroup`](super::daemonsets::DaemonGroup) for this type.
     pub(in crate::scheduling::solver) daemon_group: u32,
     pub(in crate::scheduling::solver) capacity: Res,

@@ -1,0 +1,14 @@
+//! Disruption: which NodeClaims are marked consolidatable, drifted or
+//! expired ([`marking`]), the budgets that cap how many of a NodePool's
+//! nodes may be disrupted at once ([`budgets`]), which nodes a pass may
+//! take ([`candidates`]), the methods that decide ([`methods`]) and the
+//! passes over a cluster ([`plan`]): pure functions of the objects, shared
+//! by the controllers and `simulate --disruption`. [`controller`] acts on
+//! them in the cluster.
+
+pub mod budgets;
+pub mod candidates;
+pub mod controller;
+pub mod marking;
+pub mod methods;
+pub mod plan;

@@ -1,0 +1,90 @@
+//! The expiration controller (Karpenter's `nodeclaim.expiration`): a
+//! NodeClaim whose `spec.expireAfter` has passed since its creation is
+//! deleted. Expiration is forceful and not budgeted: the termination
+//! controller drains the node, bounded by `terminationGracePeriod`, and the
+//! pods are provisioned for again like any others.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, Preconditions};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::watcher;
+
+use super::{NodeClaimContext, record_disrupted};
+use crate::apis::NodeClaim;
+use crate::apis::labels::NODE_POOL_LABEL_KEY;
+use crate::controllers::ControllerError;
+use crate::controllers::disruption::marking::expires_at;
+
+/// Runs the controller until the cluster state's feeds end.
+pub async fn run(ctx: Arc<NodeClaimContext>) {
+    let trigger = ctx
+        .state
+        .node_claims
+        .changes()
+        .map(|claim| Ok::<NodeClaim, watcher::Error>(NodeClaim::clone(&claim)));
+    Controller::for_stream(trigger, ctx.state.node_claims.store().clone())
+        .run(
+            |claim, ctx| async move { reconcile(&ctx, &claim, Timestamp::now()).await },
+            |claim, error, _| {
+                tracing::warn!(nodeclaim = %claim.name_any(), %error, "expiring a NodeClaim failed; retrying");
+                Action::requeue(error.retry_after(Duration::from_secs(10)))
+            },
+            ctx,
+        )
+        .for_each(|_| async {})
+        .await;
+}
+
+/// One pass over a NodeClaim at `now`: deleted when expired, otherwise
+/// looked at again when it expires.
+pub async fn reconcile(
+    ctx: &NodeClaimContext,
+    claim: &NodeClaim,
+    now: Timestamp,
+) -> Result<Action, ControllerError> {
+    // Claims nodewright did not make (no NodePool) are not its to expire.
+    if claim.metadata.deletion_timestamp.is_some()
+        || !claim.labels().contains_key(NODE_POOL_LABEL_KEY)
+    {
+        return Ok(Action::await_change());
+    }
+    let expiry = match expires_at(claim) {
+        Ok(Some(at)) => at,
+        Ok(None) => return Ok(Action::await_change()),
+        Err(error) => {
+            // The API server validates the field; an older object that
+            // slipped through is reported, not expired.
+            tracing::warn!(nodeclaim = %claim.name_any(), %error, "spec.expireAfter cannot be read; the NodeClaim is not expired");
+            return Ok(Action::await_change());
+        }
+    };
+    if now < expiry {
+        let left = Duration::try_from(now.duration_until(expiry)).unwrap_or_default();
+        return Ok(Action::requeue(left + Duration::from_millis(100)));
+    }
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: claim.uid(),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    match Api::<NodeClaim>::all(ctx.client.clone())
+        .delete(&claim.name_any(), &params)
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {
+            return Ok(Action::await_change());
+        }
+        Err(error) => return Err(error.into()),
+    }
+    tracing::info!(nodeclaim = %claim.name_any(), expired_at = %expiry, "deleting expired NodeClaim");
+    record_disrupted(claim, "expired");
+    Ok(Action::await_change())
+}

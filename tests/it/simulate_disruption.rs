@@ -1,0 +1,705 @@
+//! `simulate --disruption`: the disruption passes on small clusters, case by
+//! case as Karpenter's disruption suites check them (emptiness, drift,
+//! single- and multi-node consolidation, budgets, do-not-disrupt, PDBs,
+//! policies, expiration, spot-to-spot), and the CLI on the examples.
+
+use std::process::Command;
+use std::sync::Arc;
+
+use k8s_openapi::jiff::Timestamp;
+use nodewright::aws::catalog::Catalog;
+use nodewright::aws::instance_types::InstanceTypeProvider;
+use nodewright::extensions::Extensions;
+use nodewright::sim::Manifests;
+use nodewright::sim::disruption::{DisruptionOptions, DisruptionOutput, disruption_of};
+use nodewright_host::HostConfig;
+use serde_json::{Value, json};
+
+const AT: &str = "2026-11-26T12:00:00Z";
+
+/// A node of NodePool `pool` and its NodeClaim, launched and initialized a
+/// week before [`AT`], running `pods` (name, cpu).
+struct NodeSpec<'a> {
+    name: &'a str,
+    instance_type: &'a str,
+    capacity_type: &'a str,
+    pods: &'a [(&'a str, &'a str)],
+}
+
+fn node(spec: &NodeSpec, pool: &str, docs: &mut Vec<Value>) {
+    let (cpu, memory) = match spec.instance_type {
+        "m5.large" => ("2", "8Gi"),
+        "m5.xlarge" => ("4", "16Gi"),
+        "m5.2xlarge" => ("8", "32Gi"),
+        other => panic!("no shape for {other}"),
+    };
+    let provider_id = format!("aws:///us-east-1a/i-{}", spec.name);
+    let labels = json!({
+        "karpenter.sh/nodepool": pool, "node.kubernetes.io/instance-type": spec.instance_type,
+        "topology.kubernetes.io/zone": "us-east-1a", "karpenter.sh/capacity-type": spec.capacity_type,
+        "kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux", "kubernetes.io/hostname": spec.name,
+        "karpenter.k8s.aws/instance-category": "m"
+    });
+    let conditions: Vec<Value> = ["Launched", "Registered", "Initialized"]
+        .iter()
+        .map(|t| json!({"type": t, "status": "True", "reason": t, "lastTransitionTime": "2026-11-19T12:00:00Z"}))
+        .collect();
+    let resources = json!({"cpu": cpu, "memory": memory, "pods": "29"});
+    docs.push(json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+        "metadata": {"name": format!("claim-{}", spec.name), "labels": labels, "creationTimestamp": "2026-11-19T11:59:00Z"},
+        "spec": {"expireAfter": "720h", "requirements": [],
+                 "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}},
+        "status": {"providerID": provider_id, "capacity": resources, "allocatable": resources,
+                   "conditions": conditions, "lastPodEventTime": "2026-11-19T12:00:00Z"}
+    }));
+    docs.push(json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": spec.name, "labels": labels},
+        "spec": {"providerID": provider_id},
+        "status": {"capacity": resources, "allocatable": resources,
+                   "conditions": [{"type": "Ready", "status": "True"}]}
+    }));
+    for (pod, cpu) in spec.pods {
+        docs.push(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": pod, "namespace": "default", "labels": {"app": pod}},
+            "spec": {"nodeName": spec.name, "containers": [{"name": "app", "image": "app",
+                     "resources": {"requests": {"cpu": cpu, "memory": "256Mi"}}}]},
+            "status": {"phase": "Running"}
+        }));
+    }
+}
+
+fn pool(name: &str, disruption: Value, capacity_types: &[&str]) -> Value {
+    json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": name},
+        "spec": {"disruption": disruption, "template": {"spec": {
+            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+            "expireAfter": "720h",
+            "requirements": [
+                {"key": "karpenter.sh/capacity-type", "operator": "In", "values": capacity_types},
+                {"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["m", "c"]},
+                {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}
+            ]}}}
+    })
+}
+
+fn class() -> Value {
+    json!({
+        "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
+        "spec": {"role": "R", "amiSelectorTerms": [{"alias": "al2023@latest"}],
+                 "subnetSelectorTerms": [{"id": "subnet-1"}], "securityGroupSelectorTerms": [{"id": "sg-1"}]}
+    })
+}
+
+fn run(docs: &[Value], spot_to_spot: bool) -> DisruptionOutput {
+    let yaml: String = docs.iter().map(|d| format!("---\n{d}\n")).collect();
+    let mut manifests = Manifests::default();
+    manifests.add_yaml("test.yaml", &yaml).unwrap();
+    let catalog = Arc::new(Catalog::embedded("us-east-1").unwrap());
+    let extensions = Arc::new(Extensions::new(HostConfig::default()).unwrap());
+    let provider = InstanceTypeProvider::new(catalog, extensions, Arc::default());
+    let options = DisruptionOptions {
+        at: AT.parse::<Timestamp>().unwrap(),
+        spot_to_spot,
+    };
+    disruption_of(manifests, &provider, &options, false).unwrap()
+}
+
+fn cluster(disruption: Value, nodes: &[NodeSpec]) -> Vec<Value> {
+    let mut docs = vec![pool("default", disruption, &["on-demand"]), class()];
+    for spec in nodes {
+        node(spec, "default", &mut docs);
+    }
+    docs
+}
+
+/// `(method, decision, nodes out)` per decision.
+fn decisions(out: &DisruptionOutput) -> Vec<(String, String, Vec<String>)> {
+    out.disruption
+        .decisions
+        .iter()
+        .map(|d| {
+            (
+                d.method.clone(),
+                d.decision.clone(),
+                d.candidates.iter().map(|c| c.node.clone()).collect(),
+            )
+        })
+        .collect()
+}
+
+fn kept_reason(out: &DisruptionOutput, node: &str) -> String {
+    out.disruption
+        .kept
+        .iter()
+        .find(|k| k.node == node)
+        .unwrap_or_else(|| panic!("{node} not kept: {:?}", out.disruption.kept))
+        .reason
+        .clone()
+}
+
+fn default_disruption() -> Value {
+    json!({"consolidateAfter": "30s", "consolidationPolicy": "WhenEmptyOrUnderutilized", "budgets": [{"nodes": "100%"}]})
+}
+
+#[test]
+fn empty_nodes_are_deleted_together_in_one_command() {
+    let out = run(
+        &cluster(
+            default_disruption(),
+            &[
+                NodeSpec {
+                    name: "a",
+                    instance_type: "m5.large",
+                    capacity_type: "on-demand",
+                    pods: &[],
+                },
+                NodeSpec {
+                    name: "b",
+                    instance_type: "m5.large",
+                    capacity_type: "on-demand",
+                    pods: &[],
+                },
+            ],
+        ),
+        false,
+    );
+    assert_eq!(
+        decisions(&out),
+        vec![(
+            "emptiness".into(),
+            "delete".into(),
+            vec!["a".into(), "b".into()]
+        )]
+    );
+    assert_eq!(out.disruption.price_per_hour_after, 0.0);
+}
+
+#[test]
+fn emptiness_respects_the_budget_and_says_so() {
+    let mut disruption = default_disruption();
+    disruption["budgets"] = json!([{"nodes": "1"}]);
+    let out = run(
+        &cluster(
+            disruption,
+            &[
+                NodeSpec {
+                    name: "a",
+                    instance_type: "m5.large",
+                    capacity_type: "on-demand",
+                    pods: &[],
+                },
+                NodeSpec {
+                    name: "b",
+                    instance_type: "m5.large",
+                    capacity_type: "on-demand",
+                    pods: &[],
+                },
+            ],
+        ),
+        false,
+    );
+    assert_eq!(
+        decisions(&out),
+        vec![("emptiness".into(), "delete".into(), vec!["a".into()])]
+    );
+    assert_eq!(kept_reason(&out, "b"), "budget");
+}
+
+#[test]
+fn a_zero_budget_or_a_closed_window_disrupts_nothing() {
+    let nodes = [NodeSpec {
+        name: "a",
+        instance_type: "m5.large",
+        capacity_type: "on-demand",
+        pods: &[],
+    }];
+    for budgets in [
+        json!([{"nodes": "0"}]),
+        // Active only from 01:00 to 02:00 UTC; the plan is at 12:00.
+        json!([{"nodes": "100%", "schedule": "0 1 * * *", "duration": "1h"}, {"nodes": "0", "schedule": "0 2 * * *", "duration": "23h"}]),
+    ] {
+        let mut disruption = default_disruption();
+        disruption["budgets"] = budgets.clone();
+        let out = run(&cluster(disruption, &nodes), false);
+        assert!(decisions(&out).is_empty(), "{budgets}");
+        assert_eq!(kept_reason(&out, "a"), "budget", "{budgets}");
+    }
+}
+
+#[test]
+fn a_budget_whose_schedule_cannot_be_read_fails_closed_and_names_it() {
+    let mut disruption = default_disruption();
+    disruption["budgets"] = json!([{"nodes": "100%", "schedule": "@wrongly", "duration": "1h"}]);
+    let nodes = [NodeSpec {
+        name: "a",
+        instance_type: "m5.large",
+        capacity_type: "on-demand",
+        pods: &[],
+    }];
+    let out = run(&cluster(disruption, &nodes), false);
+    assert!(decisions(&out).is_empty());
+    let kept = &out.disruption.kept[0];
+    assert_eq!(kept.reason, "budget");
+    assert!(kept.message.contains("@wrongly"), "{}", kept.message);
+}
+
+#[test]
+fn an_underutilized_node_is_deleted_when_its_pods_fit_elsewhere() {
+    // `keep` cannot go (a do-not-disrupt pod) but has room for big's pod.
+    let mut docs = cluster(
+        default_disruption(),
+        &[
+            NodeSpec {
+                name: "big",
+                instance_type: "m5.2xlarge",
+                capacity_type: "on-demand",
+                pods: &[("p1", "500m")],
+            },
+            NodeSpec {
+                name: "keep",
+                instance_type: "m5.xlarge",
+                capacity_type: "on-demand",
+                pods: &[("p2", "500m")],
+            },
+        ],
+    );
+    for doc in &mut docs {
+        if doc["kind"] == "Pod" && doc["metadata"]["name"] == "p2" {
+            doc["metadata"]["annotations"] = json!({"karpenter.sh/do-not-disrupt": "true"});
+        }
+    }
+    let out = run(&docs, false);
+    assert_eq!(
+        decisions(&out),
+        vec![(
+            "single-node-consolidation".into(),
+            "delete".into(),
+            vec!["big".into()]
+        )]
+    );
+    let moved = &out.disruption.decisions[0].pods;
+    assert_eq!(moved[0].to.as_deref(), Some("keep"), "{moved:?}");
+    assert!(out.disruption.price_per_hour_after < out.disruption.price_per_hour_before);
+}
+
+#[test]
+fn several_consolidatable_nodes_go_to_multi_node_consolidation_first() {
+    let out = run(
+        &cluster(
+            default_disruption(),
+            &[
+                NodeSpec {
+                    name: "big",
+                    instance_type: "m5.2xlarge",
+                    capacity_type: "on-demand",
+                    pods: &[("p1", "500m")],
+                },
+                NodeSpec {
+                    name: "small",
+                    instance_type: "m5.xlarge",
+                    capacity_type: "on-demand",
+                    pods: &[("p2", "500m")],
+                },
+            ],
+        ),
+        false,
+    );
+    let d = decisions(&out);
+    assert_eq!(d[0].0, "multi-node-consolidation", "{d:?}");
+    assert_eq!(d[0].2, ["big", "small"]);
+}
+
+#[test]
+fn an_underutilized_node_is_replaced_by_a_cheaper_one() {
+    let out = run(
+        &cluster(
+            default_disruption(),
+            &[NodeSpec {
+                name: "big",
+                instance_type: "m5.2xlarge",
+                capacity_type: "on-demand",
+                pods: &[("p1", "500m")],
+            }],
+        ),
+        false,
+    );
+    let d = &out.disruption.decisions[0];
+    assert_eq!(d.method, "single-node-consolidation");
+    assert_eq!(d.decision, "replace");
+    assert_eq!(d.replacements.len(), 1);
+    assert!(d.price_per_hour_after < d.price_per_hour_before, "{d:?}");
+    assert_eq!(
+        d.pods[0].to.as_deref(),
+        Some(d.replacements[0].name.as_str())
+    );
+}
+
+#[test]
+fn a_node_with_no_cheaper_option_is_kept() {
+    // m5.large is near the cheapest on-demand m/c type for 1.5 CPU.
+    let out = run(
+        &cluster(
+            default_disruption(),
+            &[NodeSpec {
+                name: "a",
+                instance_type: "m5.large",
+                capacity_type: "on-demand",
+                pods: &[("p1", "1500m")],
+            }],
+        ),
+        false,
+    );
+    let d = decisions(&out);
+    assert!(d.is_empty() || d[0].1 == "replace", "{d:?}");
+    if d.is_empty() {
+        assert_eq!(kept_reason(&out, "a"), "no-cheaper-option");
+    }
+}
+
+#[test]
+fn several_underutilized_nodes_are_consolidated_into_one() {
+    let out = run(
+        &cluster(
+            default_disruption(),
+            &[
+                NodeSpec {
+                    name: "a",
+                    instance_type: "m5.2xlarge",
+                    capacity_type: "on-demand",
+                    pods: &[("p1", "1")],
+                },
+                NodeSpec {
+                    name: "b",
+                    instance_type: "m5.2xlarge",
+                    capacity_type: "on-demand",
+                    pods: &[("p2", "1")],
+                },
+                NodeSpec {
+                    name: "c",
+                    instance_type: "m5.2xlarge",
+                    capacity_type: "on-demand",
+                    pods: &[("p3", "1")],
+                },
+            ],
+        ),
+        false,
+    );
+    let first = &out.disruption.decisions[0];
+    assert_eq!(
+        first.method,
+        "multi-node-consolidation",
+        "{:?}",
+        decisions(&out)
+    );
+    assert!(first.candidates.len() >= 2);
+    assert!(first.replacements.len() <= 1);
+    assert!(first.price_per_hour_after < first.price_per_hour_before);
+}
+
+#[test]
+fn do_not_disrupt_pods_and_nodes_keep_their_node() {
+    let mut docs = cluster(
+        default_disruption(),
+        &[
+            NodeSpec {
+                name: "a",
+                instance_type: "m5.2xlarge",
+                capacity_type: "on-demand",
+                pods: &[("p1", "500m")],
+            },
+            NodeSpec {
+                name: "b",
+                instance_type: "m5.2xlarge",
+                capacity_type: "on-demand",
+                pods: &[],
+            },
+        ],
+    );
+    for doc in &mut docs {
+        if doc["kind"] == "Pod" {
+            doc["metadata"]["annotations"] = json!({"karpenter.sh/do-not-disrupt": "true"});
+        }
+        if doc["kind"] == "Node" && doc["metadata"]["name"] == "b" {
+            doc["metadata"]["annotations"] = json!({"karpenter.sh/do-not-disrupt": "true"});
+        }
+    }
+    let out = run(&docs, false);
+    assert!(decisions(&out).is_empty(), "{:?}", decisions(&out));
+    assert_eq!(kept_reason(&out, "a"), "do-not-disrupt");
+    assert_eq!(kept_reason(&out, "b"), "do-not-disrupt");
+}
+
+#[test]
+fn a_pdb_allowing_no_disruption_keeps_the_node() {
+    let mut docs = cluster(
+        default_disruption(),
+        &[NodeSpec {
+            name: "a",
+            instance_type: "m5.2xlarge",
+            capacity_type: "on-demand",
+            pods: &[("p1", "500m")],
+        }],
+    );
+    docs.push(json!({
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": "p1", "namespace": "default"},
+        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "p1"}}},
+        "status": {"disruptionsAllowed": 0, "currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 1}
+    }));
+    let out = run(&docs, false);
+    assert!(decisions(&out).is_empty());
+    assert_eq!(kept_reason(&out, "a"), "pdb");
+}
+
+#[test]
+fn policies_keep_nodes_and_say_which_field() {
+    let nodes = [NodeSpec {
+        name: "a",
+        instance_type: "m5.2xlarge",
+        capacity_type: "on-demand",
+        pods: &[("p1", "500m")],
+    }];
+    for (disruption, expect) in [
+        (
+            json!({"consolidateAfter": "30s", "consolidationPolicy": "WhenEmpty"}),
+            "WhenEmpty",
+        ),
+        (json!({"consolidateAfter": "Never"}), "Never"),
+        (
+            json!({"consolidateAfter": "30s", "consolidationPolicy": "Balanced"}),
+            "Balanced",
+        ),
+    ] {
+        let out = run(&cluster(disruption.clone(), &nodes), false);
+        assert!(decisions(&out).is_empty(), "{disruption}");
+        let kept = out.disruption.kept.iter().find(|k| k.node == "a").unwrap();
+        assert_eq!(kept.reason, "policy", "{disruption}");
+        assert!(kept.message.contains(expect), "{}", kept.message);
+    }
+}
+
+#[test]
+fn a_node_within_consolidate_after_is_not_consolidatable() {
+    let mut disruption = default_disruption();
+    disruption["consolidateAfter"] = json!("720h");
+    let nodes = [NodeSpec {
+        name: "a",
+        instance_type: "m5.2xlarge",
+        capacity_type: "on-demand",
+        pods: &[("p1", "500m")],
+    }];
+    let out = run(&cluster(disruption, &nodes), false);
+    assert!(decisions(&out).is_empty());
+    assert_eq!(kept_reason(&out, "a"), "not-consolidatable");
+    assert!(!out.disruption.marked[0].consolidatable);
+}
+
+#[test]
+fn drift_replaces_a_node_the_requirements_no_longer_allow() {
+    let mut docs = cluster(
+        json!({"consolidateAfter": "Never", "budgets": [{"nodes": "100%"}]}),
+        &[NodeSpec {
+            name: "a",
+            instance_type: "m5.large",
+            capacity_type: "on-demand",
+            pods: &[("p1", "1")],
+        }],
+    );
+    // The pool now allows only the c family.
+    docs[0]["spec"]["template"]["spec"]["requirements"][1]["values"] = json!(["c"]);
+    let out = run(&docs, false);
+    let d = &out.disruption.decisions[0];
+    assert_eq!(
+        (d.method.as_str(), d.decision.as_str()),
+        ("drift", "replace")
+    );
+    assert_eq!(
+        d.candidates[0].drift_reason.as_deref(),
+        Some("RequirementsDrifted")
+    );
+    assert!(
+        d.replacements[0].instance_type.starts_with('c'),
+        "{:?}",
+        d.replacements[0]
+    );
+    assert_eq!(
+        out.disruption.marked[0].drifted.as_deref(),
+        Some("RequirementsDrifted")
+    );
+}
+
+#[test]
+fn a_template_change_drifts_a_claim_stamped_with_our_hash_but_not_one_of_another_version() {
+    for (version, drifted) in [("nw1", true), ("v3", false)] {
+        let mut docs = cluster(
+            json!({"consolidateAfter": "Never", "budgets": [{"nodes": "100%"}]}),
+            &[NodeSpec {
+                name: "a",
+                instance_type: "m5.large",
+                capacity_type: "on-demand",
+                pods: &[],
+            }],
+        );
+        docs[2]["metadata"]["annotations"] = json!({
+            "karpenter.sh/nodepool-hash": "1", "karpenter.sh/nodepool-hash-version": version});
+        let out = run(&docs, false);
+        assert_eq!(
+            out.disruption.marked[0].drifted.as_deref(),
+            drifted.then_some("NodePoolDrifted"),
+            "{version}"
+        );
+    }
+}
+
+#[test]
+fn expiration_deletes_past_do_not_disrupt_and_places_the_pods() {
+    let mut docs = cluster(
+        json!({"consolidateAfter": "Never", "budgets": [{"nodes": "0"}]}),
+        &[NodeSpec {
+            name: "a",
+            instance_type: "m5.large",
+            capacity_type: "on-demand",
+            pods: &[("p1", "1")],
+        }],
+    );
+    docs[2]["spec"]["expireAfter"] = json!("24h");
+    for doc in &mut docs {
+        if doc["kind"] == "Pod" {
+            doc["metadata"]["annotations"] = json!({"karpenter.sh/do-not-disrupt": "true"});
+        }
+    }
+    let out = run(&docs, false);
+    let d = &out.disruption.decisions[0];
+    assert_eq!(
+        (d.method.as_str(), d.reason.as_str()),
+        ("expiration", "Expired")
+    );
+    assert!(out.disruption.marked[0].expired);
+    assert_eq!(
+        d.pods[0].to.as_deref(),
+        Some(d.replacements[0].name.as_str())
+    );
+}
+
+#[test]
+fn spot_is_replaced_by_spot_only_behind_the_gate() {
+    let mut docs = vec![pool("default", default_disruption(), &["spot"]), class()];
+    node(
+        &NodeSpec {
+            name: "a",
+            instance_type: "m5.2xlarge",
+            capacity_type: "spot",
+            pods: &[("p1", "500m")],
+        },
+        "default",
+        &mut docs,
+    );
+    let off = run(&docs, false);
+    assert!(decisions(&off).is_empty(), "{:?}", decisions(&off));
+    assert_eq!(kept_reason(&off, "a"), "spot-to-spot");
+    let on = run(&docs, true);
+    let d = &on.disruption.decisions[0];
+    assert_eq!(d.decision, "replace");
+    assert_eq!(d.replacements[0].capacity_type, "spot");
+    assert!(d.replacements[0].instance_type_options.len() <= 15);
+}
+
+fn nodewright(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_nodewright"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn the_cli_prints_the_example_decisions_as_json_and_a_table() {
+    let out = nodewright(&[
+        "simulate",
+        "examples/disruption",
+        "--disruption",
+        "--at",
+        AT,
+        "--output",
+        "json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let methods: Vec<&str> = json["disruption"]["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["method"].as_str().unwrap())
+        .collect();
+    assert_eq!(methods, ["emptiness", "drift", "single-node-consolidation"]);
+    assert_eq!(json["disruption"]["at"], AT);
+    for key in ["region", "catalog", "cluster"] {
+        assert!(json.get(key).is_some(), "{key}");
+    }
+    let table = nodewright(&[
+        "simulate",
+        "examples/disruption",
+        "--disruption",
+        "--at",
+        AT,
+    ]);
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(text.contains("single-node-consolidation"), "{text}");
+    assert!(text.contains("do-not-disrupt (1)"), "{text}");
+}
+
+#[test]
+fn the_cli_names_a_bad_time_or_gate() {
+    let out = nodewright(&[
+        "simulate",
+        "examples/disruption",
+        "--disruption",
+        "--at",
+        "yesterday",
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--at \"yesterday\""));
+    let out = nodewright(&[
+        "simulate",
+        "examples/disruption",
+        "--disruption",
+        "--feature-gates",
+        "Nope=true",
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown gate \"Nope\""));
+}
+
+#[test]
+fn the_snapshot_example_keeps_nodes_its_pdb_protects() {
+    let out = nodewright(&[
+        "simulate",
+        "examples/snapshot/cluster.yaml",
+        "--disruption",
+        "--at",
+        "2025-06-01T00:00:00Z",
+        "--output",
+        "json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let reasons: Vec<&str> = json["disruption"]["kept"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["reason"].as_str().unwrap())
+        .collect();
+    assert!(reasons.contains(&"pdb"), "{reasons:?}");
+    assert!(reasons.contains(&"not-managed"), "{reasons:?}");
+}

@@ -133,9 +133,13 @@ fn kubectl_available() -> bool {
         .is_ok()
 }
 
-/// Every example directory that holds manifests to apply. `examples/snapshot`
-/// is left out: it is a cluster's `kubectl get -o yaml` output (bound pods,
-/// uids, resource versions) for `simulate`, not manifests to apply.
+/// Cluster states `simulate` reads, not manifests to apply:
+/// `examples/snapshot` (a cluster's `kubectl get -o yaml` output: bound
+/// pods, uids, resource versions) and `examples/disruption` (Nodes and
+/// launched NodeClaims with their status, for `simulate --disruption`).
+const STATES: &[&str] = &["snapshot", "disruption"];
+
+/// Every other example directory: manifests to apply.
 const EXAMPLE_DIRS: &[&str] = &[
     "examples/quickstart",
     "examples/nodepools",
@@ -158,7 +162,7 @@ fn every_example_directory_applies_to_an_empty_sandbox() {
         .collect();
     for dir in &listed {
         assert!(
-            dir == "snapshot"
+            STATES.contains(&dir.as_str())
                 || EXAMPLE_DIRS
                     .iter()
                     .any(|d| d.starts_with(&format!("examples/{dir}"))),

@@ -10,6 +10,7 @@ mod cloudprovider;
 mod cluster;
 mod cluster_state;
 mod controller;
+mod deploy;
 mod disruption_marking;
 mod extensions;
 mod filter_cli;

@@ -15,7 +15,9 @@
 //!   ServiceAccounts, Services, PersistentVolumeClaims, PersistentVolumes,
 //!   Deployments, ReplicaSets, StatefulSets (`scale`), DaemonSets, Jobs,
 //!   PodDisruptionBudgets, Leases, StorageClasses, CSINodes,
-//!   PriorityClasses, CustomResourceDefinitions, and the CRDs the caller
+//!   PriorityClasses, ClusterRoles, ClusterRoleBindings, Roles and
+//!   RoleBindings (stored only: no request is authorized by them),
+//!   CustomResourceDefinitions, and the CRDs the caller
 //!   installs at start ([`ApiServerBuilder::crds`]: nodewright passes its
 //!   NodePool with `scale`, NodeClaim and EC2NodeClass); more CRDs can be
 //!   created through the API. Unknown resources are 404.

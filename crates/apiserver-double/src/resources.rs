@@ -342,6 +342,47 @@ const BUILTINS: &[Builtin] = &[
         &[],
         0,
     ),
+    // Stored and served only: the double authorizes no request by them.
+    (
+        "rbac.authorization.k8s.io",
+        "v1",
+        "clusterroles",
+        "ClusterRole",
+        false,
+        &[],
+        &[],
+        0,
+    ),
+    (
+        "rbac.authorization.k8s.io",
+        "v1",
+        "clusterrolebindings",
+        "ClusterRoleBinding",
+        false,
+        &[],
+        &[],
+        0,
+    ),
+    (
+        "rbac.authorization.k8s.io",
+        "v1",
+        "roles",
+        "Role",
+        true,
+        &[],
+        &[],
+        0,
+    ),
+    (
+        "rbac.authorization.k8s.io",
+        "v1",
+        "rolebindings",
+        "RoleBinding",
+        true,
+        &[],
+        &[],
+        0,
+    ),
 ];
 
 /// Every served resource.

@@ -63,6 +63,12 @@ pub struct ControllerArgs {
     /// Karpenter's `--disable-dry-run`.
     #[arg(long, env = "DISABLE_DRY_RUN")]
     pub disable_dry_run: bool,
+    /// The SQS queue of EC2 interruption events, as Karpenter's
+    /// `--interruption-queue`. Accepted so Karpenter's settings carry over;
+    /// interruption handling is not built yet: the queue is not polled, and a
+    /// warning at start says so.
+    #[arg(long, env = "INTERRUPTION_QUEUE")]
+    pub interruption_queue: Option<String>,
     /// A provisioning round ends after this long without a new pending pod.
     #[arg(long, env = "BATCH_IDLE_DURATION", default_value = "1s", value_parser = duration)]
     pub batch_idle_duration: Duration,

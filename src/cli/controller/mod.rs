@@ -25,6 +25,12 @@ use crate::operator::Operator;
 /// Ctrl-C), or fails when this replica loses the leader lease.
 pub fn run(args: &ControllerArgs) -> Result<(), CliError> {
     init_logging(args.log_format, &args.log_level)?;
+    if let Some(queue) = args.interruption_queue.as_deref().filter(|q| !q.is_empty()) {
+        tracing::warn!(
+            queue,
+            "interruption handling is not built yet: the interruption queue is not polled, and spot interruptions, rebalance recommendations and instance state changes are not acted on"
+        );
+    }
     args.check_feature_gates()?;
     args.cluster_endpoint()?;
     let host_config = args.host_config()?;

@@ -6,7 +6,6 @@
 pub mod leader_election;
 pub mod server;
 
-use crate::controllers::disruption::controller::DisruptionController;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -24,7 +23,7 @@ use crate::cluster::ClusterState;
 use crate::controllers::nodeclaim::NodeClaimContext;
 use crate::controllers::nodepool::NodePoolContext;
 use crate::controllers::provisioning::{Provisioner, ProvisioningSettings};
-use crate::controllers::{self, gauges, node, nodeclaim, nodepool};
+use crate::controllers::{self, disruption, gauges, node, nodeclaim, nodepool};
 
 /// How the operator runs.
 #[derive(Debug, Clone)]
@@ -228,15 +227,15 @@ impl Operator {
                 nodeclaim::disruption::run(marking).await;
                 "nodeclaim.disruption"
             });
-            let disruption = Arc::new(DisruptionController {
+            let disrupter = Arc::new(disruption::controller::DisruptionController {
                 client: self.client.clone(),
                 state: state.clone(),
                 instance_types: self.instance_types.clone(),
                 scheduler: self.settings.provisioning.scheduler.clone(),
-                validation_wait: crate::controllers::disruption::controller::VALIDATION_WAIT,
+                validation_wait: disruption::controller::VALIDATION_WAIT,
             });
             set.spawn(async move {
-                disruption.run().await;
+                disrupter.run().await;
                 "disruption"
             });
             let expiration = context("nodeclaim.expiration");

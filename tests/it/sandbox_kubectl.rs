@@ -28,7 +28,17 @@ fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String) {
 
 /// Runs `kubectl args` until its output satisfies `done`, for at most a minute.
 fn until(kubeconfig: &Path, args: &[&str], done: impl Fn(&str) -> bool) -> String {
-    let deadline = Instant::now() + Duration::from_secs(60);
+    until_within(kubeconfig, args, Duration::from_secs(60), done)
+}
+
+/// Runs `kubectl args` until its output satisfies `done`, for at most `limit`.
+fn until_within(
+    kubeconfig: &Path,
+    args: &[&str],
+    limit: Duration,
+    done: impl Fn(&str) -> bool,
+) -> String {
+    let deadline = Instant::now() + limit;
     loop {
         let (ok, text) = kubectl(kubeconfig, args);
         if ok && done(&text) {
@@ -42,8 +52,10 @@ fn until(kubeconfig: &Path, args: &[&str], done: impl Fn(&str) -> bool) -> Strin
     }
 }
 
-#[test]
-fn the_quickstart_runs_in_the_sandbox_binary_under_kubectl() {
+/// `nodewright sandbox` started as a user starts it, with its kubeconfig in
+/// a directory of its own (named after `name`) and the first line it
+/// prints; `None` when the machine has no `kubectl`.
+fn start_sandbox(name: &str) -> Option<(std::process::Child, PathBuf, PathBuf, String)> {
     if Command::new("kubectl")
         .arg("version")
         .arg("--client")
@@ -51,9 +63,9 @@ fn the_quickstart_runs_in_the_sandbox_binary_under_kubectl() {
         .is_err()
     {
         eprintln!("SKIPPED: kubectl is not on PATH; install kubectl 1.32 to run this test");
-        return;
+        return None;
     }
-    let dir = std::env::temp_dir().join(format!("nodewright-sandbox-bin-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("nodewright-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let kubeconfig = dir.join("sandbox.kubeconfig");
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
@@ -70,6 +82,14 @@ fn the_quickstart_runs_in_the_sandbox_binary_under_kubectl() {
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut first)
         .unwrap();
+    Some((child, dir, kubeconfig, first))
+}
+
+#[test]
+fn the_quickstart_runs_in_the_sandbox_binary_under_kubectl() {
+    let Some((mut child, dir, kubeconfig, first)) = start_sandbox("sandbox-bin") else {
+        return;
+    };
     assert_eq!(
         first.trim(),
         format!("export KUBECONFIG={}", kubeconfig.display())
@@ -196,55 +216,11 @@ fn the_quickstart_runs_in_the_sandbox_binary_under_kubectl() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// Runs `kubectl args` until its output satisfies `done`, for at most `limit`.
-fn until_within(
-    kubeconfig: &Path,
-    args: &[&str],
-    limit: Duration,
-    done: impl Fn(&str) -> bool,
-) -> String {
-    let deadline = Instant::now() + limit;
-    loop {
-        let (ok, text) = kubectl(kubeconfig, args);
-        if ok && done(&text) {
-            return text;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "kubectl {args:?}: last said\n{text}"
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
-}
-
 #[test]
 fn scaling_a_deployment_to_zero_removes_its_empty_nodes_after_consolidate_after() {
-    if Command::new("kubectl")
-        .arg("version")
-        .arg("--client")
-        .output()
-        .is_err()
-    {
-        eprintln!("SKIPPED: kubectl is not on PATH; install kubectl 1.32 to run this test");
+    let Some((mut child, dir, kubeconfig, _)) = start_sandbox("sandbox-empty") else {
         return;
-    }
-    let dir = std::env::temp_dir().join(format!("nodewright-sandbox-empty-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let kubeconfig = dir.join("sandbox.kubeconfig");
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_nodewright"))
-        .args(["sandbox", "--kubeconfig"])
-        .arg(&kubeconfig)
-        .args(["--launch-delay", "0s", "--register-delay", "0s"])
-        .current_dir(&root)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
+    };
     let ok = |args: &[&str]| {
         let (ok, text) = kubectl(&kubeconfig, args);
         assert!(ok, "kubectl {args:?}: {text}");

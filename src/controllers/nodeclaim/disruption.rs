@@ -13,12 +13,11 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 
-use super::NodeClaimContext;
+use super::{NodeClaimContext, patch_status};
 use crate::apis::conditions::{
     NODE_CLAIM_CONSOLIDATABLE, NODE_CLAIM_DRIFTED, NODE_CLAIM_LAUNCHED, is_condition_true,
     set_condition,
@@ -188,19 +187,8 @@ pub async fn reconcile(
             "metadata": {"resourceVersion": claim.metadata.resource_version},
             "status": {"conditions": conditions},
         });
-        match Api::<NodeClaim>::all(ctx.client.clone())
-            .patch_status(
-                &claim.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await
-        {
-            Ok(_) => {}
-            Err(kube::Error::Api(status)) if status.code == 404 => {
-                return Ok(Action::await_change());
-            }
-            Err(error) => return Err(error.into()),
+        if !patch_status(ctx, &claim.name_any(), &patch).await? {
+            return Ok(Action::await_change());
         }
     }
     Ok(Action::requeue(requeue))

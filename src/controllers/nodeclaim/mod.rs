@@ -56,13 +56,24 @@ pub async fn patch_conditions(
     conditions: &[Condition],
 ) -> Result<(), ControllerError> {
     let patch = serde_json::json!({"status": {"conditions": conditions}});
+    patch_status(ctx, name, &patch).await?;
+    Ok(())
+}
+
+/// Merge-patches NodeClaim `name`'s status with `patch`; `false` when the
+/// claim is already gone, which is not an error.
+pub async fn patch_status(
+    ctx: &NodeClaimContext,
+    name: &str,
+    patch: &serde_json::Value,
+) -> Result<bool, kube::Error> {
     match Api::<NodeClaim>::all(ctx.client.clone())
-        .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
         .await
     {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        Err(error) => Err(error.into()),
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
+        Err(error) => Err(error),
     }
 }
 

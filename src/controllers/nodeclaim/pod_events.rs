@@ -17,10 +17,8 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams};
 
-use super::NodeClaimContext;
-use crate::apis::NodeClaim;
+use super::{NodeClaimContext, patch_status};
 use crate::cluster::ClusterState;
 use crate::cluster::pod_key;
 use crate::cluster::pods::owned_by_daemon_set;
@@ -99,16 +97,6 @@ pub async fn record(ctx: &NodeClaimContext, node: &str, now: Timestamp) -> Resul
         return Ok(());
     }
     let patch = serde_json::json!({"status": {"lastPodEventTime": Time(now)}});
-    match Api::<NodeClaim>::all(ctx.client.clone())
-        .patch_status(
-            &claim.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        Err(error) => Err(error),
-    }
+    patch_status(ctx, &claim.name_any(), &patch).await?;
+    Ok(())
 }

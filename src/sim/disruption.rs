@@ -12,6 +12,7 @@ use super::plan::{ClusterSummary, PlannedNodeClaim};
 use super::{CatalogKind, Manifests, Plan, SimulateError, SimulateOptions};
 use crate::aws::catalog::Catalog;
 use crate::aws::instance_types::InstanceTypeProvider;
+use crate::cluster::{ConvertedPods, scheduler_input};
 use crate::controllers::disruption::candidates::{Candidate, Kept};
 use crate::controllers::disruption::methods::Destination;
 use crate::controllers::disruption::plan::{
@@ -208,21 +209,15 @@ pub fn disruption_of(
             max_passes: None,
         },
     )?;
-    let bound = snapshot
-        .pods
-        .iter()
-        .filter(|p| p.spec.as_ref().is_some_and(|s| s.node_name.is_some()))
-        .count();
-    let cluster = ClusterSummary {
-        nodes: snapshot.nodes.len(),
-        in_flight_node_claims: snapshot
-            .node_claims
-            .len()
-            .saturating_sub(snapshot.nodes.len()),
-        bound_pods: bound,
-        pending_pods: snapshot.pods.len() - bound,
-        ..ClusterSummary::default()
-    };
+    // `cluster` as the provisioning plan counts it.
+    let input = scheduler_input(
+        &snapshot,
+        provider,
+        SchedulerOptions::default(),
+        &ConvertedPods::default(),
+    )
+    .input;
+    let cluster = super::cluster_summary(&manifests, &snapshot, &input);
     Ok(DisruptionOutput {
         region: region.clone(),
         catalog: CatalogKind::Embedded,

@@ -86,6 +86,36 @@ pub fn simulate_with(
     Ok(plan)
 }
 
+/// What the manifests hold, in the scheduler's terms (the plan's `cluster`).
+fn cluster_summary(
+    manifests: &Manifests,
+    snapshot: &crate::cluster::ClusterSnapshot,
+    input: &crate::scheduling::SchedulerInput,
+) -> plan::ClusterSummary {
+    let given_pods = manifests
+        .pod_sources
+        .iter()
+        .filter(|s| matches!(s, workloads::PodSource::Pod(_)))
+        .count();
+    let bound_pods = input
+        .existing_nodes
+        .iter()
+        .chain(&input.in_flight)
+        .map(|n| n.pods.len())
+        .sum::<usize>();
+    plan::ClusterSummary {
+        nodes: input.existing_nodes.len(),
+        in_flight_node_claims: input.in_flight.len(),
+        bound_pods,
+        pending_pods: input.pods.len(),
+        expanded_pods: snapshot.pods.len().saturating_sub(given_pods),
+        ignored_pods: snapshot
+            .pods
+            .len()
+            .saturating_sub(input.pods.len() + bound_pods),
+    }
+}
+
 /// Plans one provisioning round for manifests already read, with instance
 /// types from `instance_types`. The manifests are let go before the solve:
 /// once converted, thousands of pods need not be held twice.
@@ -118,28 +148,7 @@ pub fn plan(
         .map(|p| (p.name.clone(), p.instance_types.clone()))
         .collect();
     let in_flight: BTreeSet<String> = input.in_flight.iter().map(|n| n.name.clone()).collect();
-    let given_pods = manifests
-        .pod_sources
-        .iter()
-        .filter(|s| matches!(s, workloads::PodSource::Pod(_)))
-        .count();
-    let bound_pods = input
-        .existing_nodes
-        .iter()
-        .chain(&input.in_flight)
-        .map(|n| n.pods.len())
-        .sum::<usize>();
-    let cluster = plan::ClusterSummary {
-        nodes: input.existing_nodes.len(),
-        in_flight_node_claims: input.in_flight.len(),
-        bound_pods,
-        pending_pods: input.pods.len(),
-        expanded_pods: snapshot.pods.len().saturating_sub(given_pods),
-        ignored_pods: snapshot
-            .pods
-            .len()
-            .saturating_sub(input.pods.len() + bound_pods),
-    };
+    let cluster = cluster_summary(&manifests, &snapshot, input);
     drop(snapshot);
     drop(manifests);
     let started = Instant::now();

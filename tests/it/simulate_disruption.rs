@@ -702,4 +702,12 @@ fn the_snapshot_example_keeps_nodes_its_pdb_protects() {
         .collect();
     assert!(reasons.contains(&"pdb"), "{reasons:?}");
     assert!(reasons.contains(&"not-managed"), "{reasons:?}");
+    // `cluster` counts as the provisioning plan does: the node group's
+    // node is a node, the NodeClaim without a Node is in flight.
+    assert_eq!(json["cluster"]["nodes"], 3, "{}", json["cluster"]);
+    assert_eq!(
+        json["cluster"]["inFlightNodeClaims"], 1,
+        "{}",
+        json["cluster"]
+    );
 }

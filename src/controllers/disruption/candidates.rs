@@ -303,17 +303,7 @@ fn candidate(
     if !expired && let Some(message) = pdb_blocks(&reschedulable, &snapshot.pdbs) {
         return Err((KeptReason::Pdb, message));
     }
-    let price = types
-        .get(pool_name)
-        .and_then(|types| types.iter().find(|t| &t.name == instance_type))
-        .and_then(|t| {
-            t.offerings
-                .iter()
-                .filter(|o| &o.zone == zone && o.capacity_type.label_value() == capacity_type)
-                .map(|o| o.price)
-                .min_by(f64::total_cmp)
-        })
-        .unwrap_or(0.0);
+    let price = offering_price(types, pool_name, instance_type, zone, capacity_type);
     let cost: f64 = reschedulable.iter().map(|p| eviction_cost(p)).sum();
     Ok(Candidate {
         name: node.name_any(),
@@ -327,6 +317,29 @@ fn candidate(
         disruption_cost: cost * lifetime_remaining(claim, now),
         marks: marks(claim, pool),
     })
+}
+
+/// The hourly price of `instance_type` in `zone` with `capacity_type`
+/// among `pool`'s instance types (the cheapest such offering; 0 when the
+/// catalog has none).
+pub fn offering_price(
+    types: &BTreeMap<String, Arc<Vec<InstanceType>>>,
+    pool: &str,
+    instance_type: &str,
+    zone: &str,
+    capacity_type: &str,
+) -> f64 {
+    types
+        .get(pool)
+        .and_then(|types| types.iter().find(|t| t.name == instance_type))
+        .and_then(|t| {
+            t.offerings
+                .iter()
+                .filter(|o| o.zone == zone && o.capacity_type.label_value() == capacity_type)
+                .map(|o| o.price)
+                .min_by(f64::total_cmp)
+        })
+        .unwrap_or(0.0)
 }
 
 /// Why a PodDisruptionBudget keeps one of `pods` (Karpenter's

@@ -14,15 +14,13 @@ use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, Preconditions};
 
 use super::methods::Command;
 use super::plan::{MarkSource, PlanOptions, plan};
-use crate::apis::NodeClaim;
 use crate::aws::instance_types::InstanceTypeProvider;
 use crate::cluster::ClusterState;
 use crate::controllers::ControllerError;
-use crate::controllers::nodeclaim::record_disrupted;
+use crate::controllers::nodeclaim::{delete_claim, record_disrupted};
 use crate::scheduling::SchedulerOptions;
 
 /// How often a pass runs (Karpenter: 10 s).
@@ -84,24 +82,12 @@ impl DisruptionController {
         {
             let claim = &candidate.node_claim;
             self.state.mark_for_deletion(&candidate.name);
-            let params = DeleteParams {
-                preconditions: Some(Preconditions {
-                    uid: claim.uid(),
-                    resource_version: None,
-                }),
-                ..DeleteParams::default()
-            };
-            match Api::<NodeClaim>::all(self.client.clone())
-                .delete(&claim.name_any(), &params)
-                .await
-            {
-                Ok(_) => {
+            match delete_claim(&self.client, claim).await {
+                Ok(true) => {
                     record_disrupted(claim, &first.method.reason().to_lowercase());
                     deleted.push(claim.name_any());
                 }
-                Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {
-                    self.state.unmark_for_deletion(&candidate.name);
-                }
+                Ok(false) => self.state.unmark_for_deletion(&candidate.name),
                 Err(error) => {
                     self.state.unmark_for_deletion(&candidate.name);
                     return Err(error.into());

@@ -121,14 +121,12 @@ impl Command {
 /// A candidate a method looked at and left, and why.
 pub type Verdict = (KeptReason, String);
 
-/// What a pass may use: the model of the cluster as it stands, the nodes
-/// earlier commands took (left out of every what-if), and how many more
-/// nodes each NodePool's budget lets go per reason.
+/// What a pass may use: the model of the cluster as it stands (nodes that
+/// earlier commands took are in it as being deleted, and take no pods), and
+/// how many more nodes each NodePool's budget lets go per reason.
 pub struct PassContext<'a> {
     /// The cluster compiled once for this pass.
     pub model: &'a Model,
-    /// Nodes already taken by earlier commands.
-    pub removed: &'a BTreeSet<String>,
     /// Nodes each pool may still disrupt, per budget reason.
     pub allowed: &'a Allowed,
     /// Why a NodePool's budgets cannot be evaluated (it then allows none).
@@ -170,35 +168,36 @@ impl PassContext<'_> {
     }
 
     /// Reschedules the candidates' pods and the pending pods without the
-    /// candidates (and the nodes already taken). `None` when a candidate's
-    /// pod would not fit.
+    /// candidates; an error when a candidate's pod would not fit.
     pub fn reschedule(&self, candidates: &[&Candidate]) -> Result<SchedulingResult, String> {
-        let out: BTreeSet<&str> = candidates.iter().map(|c| c.name.as_str()).collect();
-        let displaced: Vec<&Pod> = self
-            .model
-            .nodes()
-            .filter(|n| out.contains(n.name.as_str()))
-            .flat_map(|n| {
-                let keys: BTreeSet<&PodKey> = candidates
-                    .iter()
-                    .filter(|c| c.name == n.name)
-                    .flat_map(|c| &c.pods)
-                    .collect();
-                n.pods.iter().filter(move |p| keys.contains(&p.key()))
-            })
-            .collect();
-        let wanted: BTreeSet<PodKey> = displaced.iter().map(|p| p.key()).collect();
-        let pods = displaced
-            .into_iter()
-            .chain(self.model.pending_pods().iter());
-        let result = self.model.solve(
-            |n| !out.contains(n.name.as_str()) && !self.removed.contains(&n.name),
-            pods,
-        );
+        let result = self.solve_without(candidates, true);
+        let wanted: BTreeSet<&PodKey> = candidates.iter().flat_map(|c| &c.pods).collect();
         if let Some(error) = result.errors.iter().find(|e| wanted.contains(&e.pod)) {
             return Err(format!("pod {} would not fit: {}", error.pod, error.reason));
         }
         Ok(result)
+    }
+
+    /// Places the candidates' pods (the ones that need room elsewhere, as
+    /// the model holds them), with the pending pods if `with_pending`, on
+    /// the cluster without the candidates.
+    fn solve_without(&self, candidates: &[&Candidate], with_pending: bool) -> SchedulingResult {
+        let out: BTreeSet<&str> = candidates.iter().map(|c| c.name.as_str()).collect();
+        let wanted: BTreeSet<&PodKey> = candidates.iter().flat_map(|c| &c.pods).collect();
+        let displaced = self
+            .model
+            .nodes()
+            .filter(|n| out.contains(n.name.as_str()))
+            .flat_map(|n| n.pods.iter().filter(|p| wanted.contains(&p.key())));
+        let pending: &[Pod] = if with_pending {
+            self.model.pending_pods()
+        } else {
+            &[]
+        };
+        self.model.solve(
+            |n| !out.contains(n.name.as_str()),
+            displaced.chain(pending.iter()),
+        )
     }
 }
 
@@ -243,21 +242,11 @@ fn own_replacements(candidates: &[&Candidate], result: SchedulingResult) -> Sche
 /// Expiration: the expired candidates' pods placed as provisioning would,
 /// one command per candidate; a pod nothing can take stays pending.
 pub fn expiration(ctx: &PassContext, candidate: &Candidate) -> Command {
-    let result = match ctx.reschedule(&[candidate]) {
-        Ok(result) => result,
-        // Expiration does not wait for room: place what fits.
-        Err(_) => {
-            let out = candidate.name.as_str();
-            let pods: Vec<&Pod> = ctx
-                .model
-                .nodes()
-                .filter(|n| n.name == out)
-                .flat_map(|n| n.pods.iter().filter(|p| candidate.pods.contains(&p.key())))
-                .collect();
-            ctx.model
-                .solve(|n| n.name != out && !ctx.removed.contains(&n.name), pods)
-        }
-    };
+    // Expiration does not wait for room: when a pod would not fit beside
+    // the pending pods, what fits without them is placed.
+    let result = ctx
+        .reschedule(&[candidate])
+        .unwrap_or_else(|_| ctx.solve_without(&[candidate], false));
     let result = own_replacements(&[candidate], result);
     Command {
         method: Method::Expiration,

@@ -14,7 +14,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
 use super::budgets::{NodeCount, NodeState, allowed_disruptions, remaining};
-use super::candidates::{Candidate, Kept, KeptReason, Marks, candidates};
+use super::candidates::{Candidate, Kept, KeptReason, Marks, candidates, offering_price};
 use super::marking::{
     Consolidatable, consolidatable, expires_at, node_pool_drift, requirements_drift,
 };
@@ -179,7 +179,6 @@ pub fn plan(
         let (allowed, budget_errors) = allowed_per_pool(&cluster, at);
         let ctx = PassContext {
             model: &model,
-            removed: &BTreeSet::new(),
             allowed: &allowed,
             budget_errors: &budget_errors,
             spot_to_spot: options.spot_to_spot,
@@ -560,22 +559,14 @@ fn managed_price(
         if !kept_nodes.contains(node.name_any().as_str()) {
             continue;
         }
-        let label = |k: &str| node.labels().get(k).cloned().unwrap_or_default();
-        let pool = label(NODE_POOL_LABEL_KEY);
-        let name = label(crate::apis::labels::INSTANCE_TYPE_LABEL_KEY);
-        let zone = label(crate::apis::labels::ZONE_LABEL_KEY);
-        let capacity = label(crate::apis::labels::CAPACITY_TYPE_LABEL_KEY);
-        total += types
-            .get(&pool)
-            .and_then(|t| t.iter().find(|t| t.name == name))
-            .and_then(|t| {
-                t.offerings
-                    .iter()
-                    .filter(|o| o.zone == zone && o.capacity_type.label_value() == capacity)
-                    .map(|o| o.price)
-                    .min_by(f64::total_cmp)
-            })
-            .unwrap_or(0.0);
+        let label = |k: &str| node.labels().get(k).map_or("", String::as_str);
+        total += offering_price(
+            types,
+            label(NODE_POOL_LABEL_KEY),
+            label(crate::apis::labels::INSTANCE_TYPE_LABEL_KEY),
+            label(crate::apis::labels::ZONE_LABEL_KEY),
+            label(crate::apis::labels::CAPACITY_TYPE_LABEL_KEY),
+        );
     }
     total
 }

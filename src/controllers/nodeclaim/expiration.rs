@@ -10,11 +10,10 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, Preconditions};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 
-use super::{NodeClaimContext, record_disrupted};
+use super::{NodeClaimContext, delete_claim, record_disrupted};
 use crate::apis::NodeClaim;
 use crate::apis::labels::NODE_POOL_LABEL_KEY;
 use crate::controllers::ControllerError;
@@ -67,22 +66,8 @@ pub async fn reconcile(
         let left = Duration::try_from(now.duration_until(expiry)).unwrap_or_default();
         return Ok(Action::requeue(left + Duration::from_millis(100)));
     }
-    let params = DeleteParams {
-        preconditions: Some(Preconditions {
-            uid: claim.uid(),
-            resource_version: None,
-        }),
-        ..DeleteParams::default()
-    };
-    match Api::<NodeClaim>::all(ctx.client.clone())
-        .delete(&claim.name_any(), &params)
-        .await
-    {
-        Ok(_) => {}
-        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {
-            return Ok(Action::await_change());
-        }
-        Err(error) => return Err(error.into()),
+    if !delete_claim(&ctx.client, claim).await? {
+        return Ok(Action::await_change());
     }
     tracing::info!(nodeclaim = %claim.name_any(), expired_at = %expiry, "deleting expired NodeClaim");
     record_disrupted(claim, "expired");

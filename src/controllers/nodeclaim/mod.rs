@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::Client;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::events::Recorder;
 
 pub use lifecycle::{reconcile, run};
@@ -84,6 +84,28 @@ fn conditions_mut(claim: &mut NodeClaim) -> &mut Vec<Condition> {
         .get_or_insert_with(NodeClaimStatus::default)
         .conditions
         .get_or_insert_with(Vec::new)
+}
+
+/// Deletes `claim` — that object: a claim made again under its name is not
+/// touched (a UID precondition). `false` when it is already gone or was
+/// replaced, which is not an error.
+pub async fn delete_claim(client: &Client, claim: &NodeClaim) -> Result<bool, kube::Error> {
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: claim.metadata.uid.clone(),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    let name = claim.metadata.name.as_deref().unwrap_or_default();
+    match Api::<NodeClaim>::all(client.clone())
+        .delete(name, &params)
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(false),
+        Err(error) => Err(error),
+    }
 }
 
 /// The Nodes that stand for `claim`: those with its provider ID.

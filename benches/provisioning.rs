@@ -251,6 +251,7 @@ fn operator(server: &ApiServer, windows: BatchWindows) -> Operator {
             metrics_addr: local,
             health_addr: local,
             node_repair: false,
+            spot_to_spot_consolidation: false,
         },
     }
 }

@@ -78,6 +78,23 @@ pub struct Metrics {
     pub nodepools_usage: Gauges,
     /// `karpenter_nodepools_limit{resource_type, nodepool}`.
     pub nodepools_limit: Gauges,
+    /// `karpenter_nodepools_allowed_disruptions{nodepool, reason}`: nodes
+    /// each NodePool's budgets let go now.
+    pub nodepools_allowed_disruptions: Gauges,
+    /// `karpenter_voluntary_disruption_decisions_total{decision, reason,
+    /// consolidation_type}`: commands started.
+    pub disruption_decisions: Counters,
+    /// `karpenter_voluntary_disruption_eligible_nodes{reason}`.
+    pub disruption_eligible_nodes: Gauges,
+    /// `karpenter_voluntary_disruption_decision_evaluation_duration_seconds{reason,
+    /// consolidation_type}`: one method's evaluation.
+    pub disruption_evaluation_duration: Histograms,
+    /// `karpenter_voluntary_disruption_failed_validations_total{consolidation_type}`:
+    /// commands dropped because they no longer held after the wait.
+    pub disruption_failed_validations: Counters,
+    /// `karpenter_voluntary_disruption_queue_failures_total{decision, reason,
+    /// consolidation_type}`: replace commands rolled back.
+    pub disruption_queue_failures: Counters,
 }
 
 fn duration_histogram() -> Histogram {
@@ -130,6 +147,18 @@ impl Metrics {
             "karpenter_cloudprovider_errors",
             "Cloud provider calls that failed",
         );
+        let disruption_decisions = counters(
+            "karpenter_voluntary_disruption_decisions",
+            "Disruption commands started, by decision, reason and consolidation type",
+        );
+        let disruption_failed_validations = counters(
+            "karpenter_voluntary_disruption_failed_validations",
+            "Disruption commands that no longer held after the validation wait",
+        );
+        let disruption_queue_failures = counters(
+            "karpenter_voluntary_disruption_queue_failures",
+            "Replace commands rolled back because a replacement did not initialize",
+        );
         let mut gauges = |name: &str, help: &str| {
             let family = Gauges::default();
             registry.register(name, help, family.clone());
@@ -169,6 +198,14 @@ impl Metrics {
             "Resources a NodePool's nodes hold",
         );
         let nodepools_limit = gauges("karpenter_nodepools_limit", "A NodePool's limits");
+        let nodepools_allowed_disruptions = gauges(
+            "karpenter_nodepools_allowed_disruptions",
+            "Nodes a NodePool's disruption budgets let go now, by reason",
+        );
+        let disruption_eligible_nodes = gauges(
+            "karpenter_voluntary_disruption_eligible_nodes",
+            "Nodes a disruption method may consider, by reason",
+        );
         let mut histograms = |name: &str, help: &str| {
             let family = Histograms::new_with_constructor(duration_histogram as fn() -> Histogram);
             registry.register(name, help, family.clone());
@@ -185,6 +222,10 @@ impl Metrics {
         let cloudprovider_duration = histograms(
             "karpenter_cloudprovider_duration_seconds",
             "Duration of cloud provider calls",
+        );
+        let disruption_evaluation_duration = histograms(
+            "karpenter_voluntary_disruption_decision_evaluation_duration_seconds",
+            "Duration of one disruption method's evaluation",
         );
         build_info
             .get_or_create(&labels(&[("version", env!("CARGO_PKG_VERSION"))]))
@@ -214,6 +255,12 @@ impl Metrics {
             cluster_state_node_count,
             nodepools_usage,
             nodepools_limit,
+            nodepools_allowed_disruptions,
+            disruption_decisions,
+            disruption_eligible_nodes,
+            disruption_evaluation_duration,
+            disruption_failed_validations,
+            disruption_queue_failures,
         }
     }
 
@@ -269,5 +316,27 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("karpenter_build_info{version="), "{text}");
+        let reason = labels(&[("reason", "underutilized")]);
+        m.nodepools_allowed_disruptions
+            .get_or_create(&reason)
+            .set(1.0);
+        m.disruption_decisions.get_or_create(&reason).inc();
+        m.disruption_eligible_nodes.get_or_create(&reason).set(2.0);
+        m.disruption_evaluation_duration
+            .get_or_create(&reason)
+            .observe(0.01);
+        m.disruption_failed_validations.get_or_create(&reason).inc();
+        m.disruption_queue_failures.get_or_create(&reason).inc();
+        let text = m.render();
+        for name in [
+            "karpenter_nodepools_allowed_disruptions{",
+            "karpenter_voluntary_disruption_decisions_total{",
+            "karpenter_voluntary_disruption_eligible_nodes{",
+            "karpenter_voluntary_disruption_decision_evaluation_duration_seconds_bucket{",
+            "karpenter_voluntary_disruption_failed_validations_total{",
+            "karpenter_voluntary_disruption_queue_failures_total{",
+        ] {
+            assert!(text.contains(name), "{name}: {text}");
+        }
     }
 }

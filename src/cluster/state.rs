@@ -106,6 +106,9 @@ struct Tracking {
     created: BTreeMap<String, Arc<NodeClaim>>,
     /// Nodes (by name) a controller is about to delete or drain.
     marked_for_deletion: BTreeSet<String>,
+    /// Nodes or NodeClaims (by name) held for pods on their way to them,
+    /// until when (a disruption's replacement while its candidates drain).
+    nominated_nodes: HashMap<String, Instant>,
 }
 
 /// The shared cluster view.
@@ -257,6 +260,16 @@ impl ClusterState {
         }
     }
 
+    /// Holds node or NodeClaim `name` for pods on their way to it for
+    /// `period` (Karpenter's node nomination): until then it is no
+    /// disruption candidate.
+    pub fn nominate_node(&self, name: &str, period: Duration) {
+        let until = Instant::now() + period;
+        self.tracking_mut()
+            .nominated_nodes
+            .insert(name.to_string(), until);
+    }
+
     /// Where `pod` is nominated, while the nomination holds.
     pub fn nomination(&self, pod: &PodKey) -> Option<String> {
         let now = Instant::now();
@@ -386,7 +399,13 @@ impl ClusterState {
             .map(|(pod, (target, _))| (pod.clone(), target.clone()))
             .collect();
         let marked = tracking.marked_for_deletion.clone();
-        let nominees: BTreeSet<&String> = tracking.nominations.values().map(|(n, _)| n).collect();
+        tracking.nominated_nodes.retain(|_, until| *until > now);
+        let mut nominees: BTreeSet<String> = tracking
+            .nominations
+            .values()
+            .map(|(n, _)| n.clone())
+            .collect();
+        nominees.extend(tracking.nominated_nodes.keys().cloned());
         let mut state_nodes = self.records().all();
         for (name, record) in &mut state_nodes {
             record.marked_for_deletion = marked.contains(name)

@@ -161,6 +161,9 @@ pub enum ControllerError {
     /// A blocking extension task panicked or was cancelled.
     #[error("extension task: {0}")]
     Task(#[from] tokio::task::JoinError),
+    /// A disruption command could not be carried out; the next pass decides again.
+    #[error("disruption: {0}")]
+    Disruption(String),
 }
 
 impl ControllerError {

@@ -39,6 +39,9 @@ pub struct OperatorSettings {
     /// Run node repair (`--feature-gates NodeRepair=true`): unhealthy
     /// nodes' NodeClaims are deleted after their repair policy's toleration.
     pub node_repair: bool,
+    /// Let consolidation replace spot nodes with cheaper spot nodes
+    /// (`--feature-gates SpotToSpotConsolidation=true`).
+    pub spot_to_spot_consolidation: bool,
 }
 
 /// Why the operator stopped other than by a shutdown signal.
@@ -227,13 +230,14 @@ impl Operator {
                 nodeclaim::disruption::run(marking).await;
                 "nodeclaim.disruption"
             });
-            let disrupter = Arc::new(disruption::controller::DisruptionController {
-                client: self.client.clone(),
-                state: state.clone(),
-                instance_types: self.instance_types.clone(),
-                scheduler: self.settings.provisioning.scheduler.clone(),
-                validation_wait: disruption::controller::VALIDATION_WAIT,
-            });
+            let disrupter = Arc::new(disruption::controller::DisruptionController::new(
+                self.client.clone(),
+                state.clone(),
+                self.instance_types.clone(),
+                self.settings.provisioning.scheduler.clone(),
+                self.settings.spot_to_spot_consolidation,
+                recorder.clone(),
+            ));
             set.spawn(async move {
                 disrupter.run().await;
                 "disruption"

@@ -29,6 +29,7 @@ mod pricing;
 mod provisioning;
 mod sandbox;
 mod sandbox_aws;
+mod sandbox_disruption;
 mod sandbox_kubectl;
 mod simulate;
 mod simulate_disruption;

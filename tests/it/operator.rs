@@ -212,6 +212,7 @@ fn operator_on(
             metrics_addr: local,
             health_addr: local,
             node_repair: false,
+            spot_to_spot_consolidation: false,
         },
     }
 }

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String) {
+pub(crate) fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String) {
     let output = Command::new("kubectl")
         .args(args)
         .arg("--request-timeout=30s")
@@ -27,12 +27,12 @@ fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String) {
 }
 
 /// Runs `kubectl args` until its output satisfies `done`, for at most a minute.
-fn until(kubeconfig: &Path, args: &[&str], done: impl Fn(&str) -> bool) -> String {
+pub(crate) fn until(kubeconfig: &Path, args: &[&str], done: impl Fn(&str) -> bool) -> String {
     until_within(kubeconfig, args, Duration::from_secs(60), done)
 }
 
 /// Runs `kubectl args` until its output satisfies `done`, for at most `limit`.
-fn until_within(
+pub(crate) fn until_within(
     kubeconfig: &Path,
     args: &[&str],
     limit: Duration,
@@ -55,7 +55,7 @@ fn until_within(
 /// `nodewright sandbox` started as a user starts it, with its kubeconfig in
 /// a directory of its own (named after `name`) and the first line it
 /// prints; `None` when the machine has no `kubectl`.
-fn start_sandbox(name: &str) -> Option<(std::process::Child, PathBuf, PathBuf, String)> {
+pub(crate) fn start_sandbox(name: &str) -> Option<(std::process::Child, PathBuf, PathBuf, String)> {
     if Command::new("kubectl")
         .arg("version")
         .arg("--client")

@@ -286,6 +286,56 @@ fn an_underutilized_node_is_deleted_when_its_pods_fit_elsewhere() {
 }
 
 #[test]
+fn pods_of_a_node_being_deleted_keep_the_room_they_will_need() {
+    // As above, but a node being deleted has a pod that needs keep's room:
+    // big's pod no longer fits there, so big is not simply deleted.
+    let mut docs = cluster(
+        default_disruption(),
+        &[
+            NodeSpec {
+                name: "big",
+                instance_type: "m5.2xlarge",
+                capacity_type: "on-demand",
+                pods: &[("p1", "500m")],
+            },
+            NodeSpec {
+                name: "keep",
+                instance_type: "m5.xlarge",
+                capacity_type: "on-demand",
+                pods: &[("p2", "500m")],
+            },
+            NodeSpec {
+                name: "going",
+                instance_type: "m5.xlarge",
+                capacity_type: "on-demand",
+                pods: &[("p3", "3200m")],
+            },
+        ],
+    );
+    for doc in &mut docs {
+        let name = doc["metadata"]["name"].clone();
+        if doc["kind"] == "Pod" && name == "p2" {
+            doc["metadata"]["annotations"] = json!({"karpenter.sh/do-not-disrupt": "true"});
+        }
+        if name == "going" || name == "claim-going" {
+            doc["metadata"]["deletionTimestamp"] = json!("2026-11-26T11:59:00Z");
+        }
+    }
+    let out = run(&docs, false);
+    assert_eq!(kept_reason(&out, "going"), "already-disrupting");
+    for decision in &out.disruption.decisions {
+        assert!(
+            decision
+                .pods
+                .iter()
+                .all(|m| m.to.as_deref() != Some("keep")),
+            "{:?}",
+            decision.pods
+        );
+    }
+}
+
+#[test]
 fn several_consolidatable_nodes_go_to_multi_node_consolidation_first() {
     let out = run(
         &cluster(

@@ -85,9 +85,10 @@ pub struct ControllerArgs {
     pub min_values_policy: MinValuesPolicyArg,
     /// Feature gates, `Name=true|false,…`. nodewright knows Karpenter's
     /// gates; `ReservedCapacity` is always on, `NodeRepair=true` replaces
-    /// nodes whose conditions stay unhealthy (off by default), and turning
-    /// on a gate whose feature nodewright does not have
-    /// (`SpotToSpotConsolidation`, `NodeOverlay`, `StaticCapacity`,
+    /// nodes whose conditions stay unhealthy (off by default),
+    /// `SpotToSpotConsolidation=true` lets consolidation replace spot nodes
+    /// with cheaper spot nodes (off by default), and turning on a gate whose
+    /// feature nodewright does not have (`NodeOverlay`, `StaticCapacity`,
     /// `CapacityBuffer`) is refused.
     #[arg(long, env = "FEATURE_GATES", default_value = "")]
     pub feature_gates: String,
@@ -209,7 +210,7 @@ pub enum LogFormat {
 const FEATURE_GATES: &[(&str, bool)] = &[
     ("ReservedCapacity", true),
     ("NodeRepair", true),
-    ("SpotToSpotConsolidation", false),
+    ("SpotToSpotConsolidation", true),
     ("NodeOverlay", false),
     ("StaticCapacity", false),
     ("CapacityBuffer", false),
@@ -361,6 +362,7 @@ impl ControllerArgs {
             metrics_addr: any(self.metrics_port),
             health_addr: any(self.health_probe_port),
             node_repair: self.feature_gate("NodeRepair"),
+            spot_to_spot_consolidation: self.feature_gate("SpotToSpotConsolidation"),
         }
     }
 }

@@ -324,6 +324,7 @@ mod tests {
             "ReservedCapacity=true,NodeRepair=false",
             "NodeRepair=true",
             "NodeRepair=true,ReservedCapacity=true",
+            "SpotToSpotConsolidation=true",
         ] {
             assert!(
                 args(&["--feature-gates", gates])
@@ -333,7 +334,7 @@ mod tests {
             );
         }
         for (gates, needle) in [
-            ("SpotToSpotConsolidation=true", "does not have"),
+            ("StaticCapacity=true", "does not have"),
             ("NodeRepair=true,NodeOverlay=true", "does not have"),
             ("Bogus=true", "unknown gate"),
             ("ReservedCapacity=false", "always uses"),

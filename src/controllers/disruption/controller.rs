@@ -1,12 +1,12 @@
 //! The disruption controller (Karpenter's `disruption`): every ten seconds,
 //! one pass of the methods over the cluster state with the marks the
-//! NodeClaims' conditions hold; when the command found deletes nodes (empty
-//! nodes, drifted or underutilized nodes whose pods fit elsewhere), it is
-//! computed again after Karpenter's 15-second wait and, if it still holds,
-//! the nodes are marked for deletion and their NodeClaims deleted — the
-//! termination controller taints and drains them. Commands that need a
-//! replacement NodeClaim are not acted on yet (`simulate --disruption`
-//! shows them).
+//! NodeClaims' conditions hold. The command found is computed again after
+//! Karpenter's 15-second wait and acted on only if it still holds. A delete
+//! marks its nodes for deletion and deletes their NodeClaims — the
+//! termination controller taints and drains them. A replace is handed to
+//! [`orchestration`](super::orchestration): candidates tainted, replacements
+//! created, candidates deleted once the replacements are initialized; the
+//! passes go on meanwhile, with those nodes counted as disrupting.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -14,13 +14,19 @@ use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
+use kube::runtime::events::Recorder;
 
+use super::events::Publisher;
 use super::methods::Command;
-use super::plan::{MarkSource, PlanOptions, plan};
+use super::orchestration;
+use super::plan::{DisruptionPlan, MarkSource, PlanOptions, plan};
+use crate::apis::NodePool;
+use crate::apis::labels::DISRUPTED_TAINT_KEY;
 use crate::aws::instance_types::InstanceTypeProvider;
 use crate::cluster::ClusterState;
 use crate::controllers::ControllerError;
 use crate::controllers::nodeclaim::{delete_claim, record_disrupted};
+use crate::metrics::{labels, metrics};
 use crate::scheduling::SchedulerOptions;
 
 /// How often a pass runs (Karpenter: 10 s).
@@ -41,16 +47,43 @@ pub struct DisruptionController {
     pub scheduler: SchedulerOptions,
     /// How long a command waits before it is acted on.
     pub validation_wait: Duration,
+    /// How long replacements may take to initialize.
+    pub replacement_timeout: Duration,
+    /// `SpotToSpotConsolidation`.
+    pub spot_to_spot: bool,
+    /// `DisruptionBlocked` and `Unconsolidatable` events.
+    pub events: Publisher,
 }
 
 impl DisruptionController {
+    /// A controller with Karpenter's timings.
+    pub fn new(
+        client: kube::Client,
+        state: Arc<ClusterState>,
+        instance_types: Arc<InstanceTypeProvider>,
+        scheduler: SchedulerOptions,
+        spot_to_spot: bool,
+        recorder: Recorder,
+    ) -> Self {
+        DisruptionController {
+            client,
+            state,
+            instance_types,
+            scheduler,
+            validation_wait: VALIDATION_WAIT,
+            replacement_timeout: orchestration::REPLACEMENT_TIMEOUT,
+            spot_to_spot,
+            events: Publisher::new(recorder),
+        }
+    }
+
     /// Runs passes until the process ends.
     pub async fn run(self: Arc<Self>) {
         self.state.synced().await;
         loop {
             match self.pass().await {
-                Ok(deleted) if !deleted.is_empty() => {
-                    tracing::info!(nodeclaims = ?deleted, "disrupting nodes");
+                Ok(started) if !started.is_empty() => {
+                    tracing::info!(nodeclaims = ?started, "disrupting nodes");
                 }
                 Ok(_) => {}
                 Err(error) => tracing::warn!(%error, "disruption pass failed; retrying"),
@@ -59,32 +92,98 @@ impl DisruptionController {
         }
     }
 
-    /// One pass: the NodeClaims deleted (none when no delete command holds).
-    pub async fn pass(&self) -> Result<Vec<String>, ControllerError> {
-        let Some(first) = self.decide().await? else {
+    /// One pass: the NodeClaims whose disruption started (deleted, or
+    /// waiting for their replacements); none when no command holds.
+    pub async fn pass(self: &Arc<Self>) -> Result<Vec<String>, ControllerError> {
+        self.clear_stale_taints().await;
+        let Some((first, _)) = self.decide(true).await? else {
             return Ok(Vec::new());
         };
         tokio::time::sleep(self.validation_wait).await;
-        let Some(again) = self.decide().await? else {
+        let again = self.decide(false).await?;
+        let Some(command) = still_holds(&first, again.as_ref().map(|(c, _)| c)) else {
+            metrics()
+                .disruption_failed_validations
+                .get_or_create(&labels(&[(
+                    "consolidation_type",
+                    first.method.consolidation_type(),
+                )]))
+                .inc();
+            tracing::info!(
+                method = first.method.as_str(),
+                "disruption command no longer holds; dropped"
+            );
             return Ok(Vec::new());
         };
-        // Acted on only where the command still holds: the same method,
-        // and of its nodes only those the new command also takes.
-        if again.method != first.method {
-            return Ok(Vec::new());
-        }
-        let still: BTreeSet<&str> = again.candidates.iter().map(|c| c.name.as_str()).collect();
-        let mut deleted = Vec::new();
-        for candidate in first
+        let pools = again.map(|(_, pools)| pools).unwrap_or_default();
+        metrics()
+            .disruption_decisions
+            .get_or_create(&labels(&[
+                ("decision", command.decision()),
+                ("reason", &command.method.reason().to_lowercase()),
+                ("consolidation_type", command.method.consolidation_type()),
+            ]))
+            .inc();
+        let names: Vec<String> = command
             .candidates
             .iter()
-            .filter(|c| still.contains(c.name.as_str()))
-        {
+            .map(|c| c.node_claim.name_any())
+            .collect();
+        if command.replacements.is_empty() {
+            return self.delete(command).await;
+        }
+        let started = orchestration::start(&self.client, &self.state, &pools, command).await?;
+        tracing::info!(replacements = ?started.replacements, nodeclaims = ?names, "replacing nodes");
+        let this = self.clone();
+        tokio::spawn(async move {
+            orchestration::finish(&this.client, &this.state, started, this.replacement_timeout)
+                .await;
+        });
+        Ok(names)
+    }
+
+    /// Takes `karpenter.sh/disrupted:NoSchedule` off Nodes no command is
+    /// disrupting and no deletion is under way for (a command this process
+    /// forgot when it restarted), as Karpenter's disruption loop does.
+    async fn clear_stale_taints(&self) {
+        let deleting: BTreeSet<String> = self
+            .state
+            .node_claims
+            .all()
+            .iter()
+            .filter(|c| c.metadata.deletion_timestamp.is_some())
+            .filter_map(|c| c.status.as_ref()?.provider_id.clone())
+            .collect();
+        for node in self.state.nodes.all() {
+            let tainted = node
+                .spec
+                .as_ref()
+                .and_then(|s| s.taints.as_ref())
+                .is_some_and(|t| t.iter().any(|t| t.key == DISRUPTED_TAINT_KEY));
+            let provider_id = node.spec.as_ref().and_then(|s| s.provider_id.as_ref());
+            if !tainted
+                || self.state.is_marked_for_deletion(&node)
+                || provider_id.is_some_and(|id| deleting.contains(id))
+            {
+                continue;
+            }
+            if let Err(error) =
+                orchestration::set_disrupted_taint(&self.client, &node.name_any(), false).await
+            {
+                tracing::warn!(%error, node = %node.name_any(), "cannot remove a stale disrupted taint");
+            }
+        }
+    }
+
+    /// Deletes the command's NodeClaims; the names deleted.
+    async fn delete(&self, command: Command) -> Result<Vec<String>, ControllerError> {
+        let mut deleted = Vec::new();
+        for candidate in &command.candidates {
             let claim = &candidate.node_claim;
             self.state.mark_for_deletion(&candidate.name);
             match delete_claim(&self.client, claim).await {
                 Ok(true) => {
-                    record_disrupted(claim, &first.method.reason().to_lowercase());
+                    record_disrupted(claim, &command.method.reason().to_lowercase());
                     deleted.push(claim.name_any());
                 }
                 Ok(false) => self.state.unmark_for_deletion(&candidate.name),
@@ -97,14 +196,19 @@ impl DisruptionController {
         Ok(deleted)
     }
 
-    /// The first command of a pass over the cluster as it stands, if it
-    /// is a delete.
-    async fn decide(&self) -> Result<Option<Command>, ControllerError> {
+    /// The first command of a pass over the cluster as it stands, with the
+    /// NodePools it read. `report`: record the pass's gauges and events (the
+    /// pass that finds a command, not its validation).
+    async fn decide(
+        &self,
+        report: bool,
+    ) -> Result<Option<(Command, Vec<Arc<NodePool>>)>, ControllerError> {
         let snapshot = self.state.snapshot();
+        let pools = snapshot.node_pools.clone();
         let provider = self.instance_types.clone();
         let options = PlanOptions {
             at: Timestamp::now(),
-            spot_to_spot: false,
+            spot_to_spot: self.spot_to_spot,
             scheduler: self.scheduler.clone(),
             marks: MarkSource::Conditions,
             max_passes: Some(1),
@@ -119,11 +223,161 @@ impl DisruptionController {
                 return Ok(None);
             }
         };
+        if report {
+            record_pass(&found);
+            self.events.publish_kept(&found.kept, &found.marked).await;
+        }
         Ok(found
             .decisions
             .into_iter()
             .next()
-            .map(|d| d.command)
-            .filter(|c| c.replacements.is_empty()))
+            .map(|d| (d.command, pools)))
+    }
+}
+
+/// The command to act on after the validation wait, if `first` still
+/// holds: the same method; a delete acts on those of its nodes the new
+/// command also deletes; a replace needs the same nodes, as many
+/// replacements and no higher price (Karpenter's validation), and acts on
+/// the new command, which reflects the cluster now.
+fn still_holds(first: &Command, again: Option<&Command>) -> Option<Command> {
+    let again = again?;
+    if again.method != first.method || again.decision() != first.decision() {
+        return None;
+    }
+    let names =
+        |c: &Command| -> BTreeSet<String> { c.candidates.iter().map(|c| c.name.clone()).collect() };
+    if first.replacements.is_empty() {
+        let still = names(again);
+        let mut command = first.clone();
+        command.candidates.retain(|c| still.contains(&c.name));
+        return (!command.candidates.is_empty()).then_some(command);
+    }
+    let same = names(first) == names(again)
+        && first.replacements.len() == again.replacements.len()
+        && again.price_after() <= first.price_after() + 1e-9;
+    same.then(|| again.clone())
+}
+
+/// The pass's gauges and evaluation times, with Karpenter's names.
+fn record_pass(found: &DisruptionPlan) {
+    let m = metrics();
+    for (reason, count) in &found.eligible {
+        m.disruption_eligible_nodes
+            .get_or_create(&labels(&[("reason", &reason.to_lowercase())]))
+            .set(*count as f64);
+    }
+    for ((pool, reason), allowed) in &found.allowed {
+        m.nodepools_allowed_disruptions
+            .get_or_create(&labels(&[
+                ("nodepool", pool),
+                ("reason", &reason.to_lowercase()),
+            ]))
+            .set(*allowed as f64);
+    }
+    for (method, took) in &found.evaluations {
+        m.disruption_evaluation_duration
+            .get_or_create(&labels(&[
+                ("reason", &method.reason().to_lowercase()),
+                ("consolidation_type", method.consolidation_type()),
+            ]))
+            .observe(took.as_secs_f64());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apis::NodeClaim;
+    use crate::controllers::disruption::candidates::{Candidate, Marks};
+    use crate::controllers::disruption::methods::Method;
+    use crate::scheduling::{CapacityType, NewNodeClaim, Requirements, Resources};
+
+    fn candidate(name: &str) -> Candidate {
+        let claim: NodeClaim = serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": format!("claim-{name}")},
+            "spec": {"requirements": [],
+                     "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}}
+        }))
+        .unwrap();
+        let pool: NodePool = serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
+            "spec": {"template": {"spec": {"requirements": [],
+                     "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}}}}
+        }))
+        .unwrap();
+        Candidate {
+            name: name.to_string(),
+            node_claim: Arc::new(claim),
+            node_pool: Arc::new(pool),
+            instance_type: "m5.xlarge".to_string(),
+            capacity_type: "on-demand".to_string(),
+            zone: "us-east-1a".to_string(),
+            price: 0.192,
+            pods: Vec::new(),
+            disruption_cost: 1.0,
+            marks: Marks::default(),
+        }
+    }
+
+    fn replacement(price: f64) -> NewNodeClaim {
+        NewNodeClaim {
+            node_pool: "default".to_string(),
+            instance_type_options: Vec::new(),
+            instance_type: "m5.large".to_string(),
+            zone: "us-east-1a".to_string(),
+            capacity_type: CapacityType::OnDemand,
+            price,
+            reservation_id: None,
+            pods: Vec::new(),
+            requests: Resources::default(),
+            requirements: Requirements::new(),
+            labels: Default::default(),
+            taints: Vec::new(),
+        }
+    }
+
+    fn command(method: Method, nodes: &[&str], replacements: &[f64]) -> Command {
+        Command {
+            method,
+            candidates: nodes.iter().map(|n| candidate(n)).collect(),
+            replacements: replacements.iter().map(|p| replacement(*p)).collect(),
+            moves: Vec::new(),
+        }
+    }
+
+    fn nodes(command: &Command) -> Vec<&str> {
+        command.candidates.iter().map(|c| c.name.as_str()).collect()
+    }
+
+    #[test]
+    fn a_delete_acts_on_the_nodes_both_passes_chose() {
+        let first = command(Method::Emptiness, &["a", "b", "c"], &[]);
+        let again = command(Method::Emptiness, &["b", "c", "d"], &[]);
+        let acted = still_holds(&first, Some(&again)).unwrap();
+        assert_eq!(nodes(&acted), ["b", "c"]);
+        let elsewhere = command(Method::Emptiness, &["d"], &[]);
+        assert!(still_holds(&first, Some(&elsewhere)).is_none());
+        assert!(still_holds(&first, None).is_none());
+        let other = command(Method::SingleNodeConsolidation, &["a"], &[]);
+        assert!(still_holds(&first, Some(&other)).is_none());
+    }
+
+    #[test]
+    fn a_replace_needs_the_same_nodes_and_no_dearer_replacement() {
+        let method = Method::SingleNodeConsolidation;
+        let first = command(method, &["a"], &[0.096]);
+        let cheaper = command(method, &["a"], &[0.05]);
+        let acted = still_holds(&first, Some(&cheaper)).unwrap();
+        assert_eq!(acted.price_after(), 0.05, "the fresh command is acted on");
+        for changed in [
+            command(method, &["a"], &[0.2]),
+            command(method, &["b"], &[0.096]),
+            command(method, &["a"], &[0.03, 0.03]),
+            command(method, &["a"], &[]),
+        ] {
+            assert!(still_holds(&first, Some(&changed)).is_none());
+        }
     }
 }

@@ -56,6 +56,17 @@ impl Method {
         }
     }
 
+    /// Karpenter's `consolidation_type` metric label (empty for drift and
+    /// expiration).
+    pub fn consolidation_type(self) -> &'static str {
+        match self {
+            Method::Emptiness => "empty",
+            Method::MultiNodeConsolidation => "multi",
+            Method::SingleNodeConsolidation => "single",
+            Method::Expiration | Method::Drift => "",
+        }
+    }
+
     /// The budget reason it counts against, if budgeted.
     pub fn budget_reason(self) -> Option<DisruptionReason> {
         match self {
@@ -127,6 +138,9 @@ pub type Verdict = (KeptReason, String);
 pub struct PassContext<'a> {
     /// The cluster compiled once for this pass.
     pub model: &'a Model,
+    /// Pods of nodes already being deleted: placed in every what-if, so no
+    /// command takes the room they will need.
+    pub deleting: &'a [Pod],
     /// Nodes each pool may still disrupt, per budget reason.
     pub allowed: &'a Allowed,
     /// Why a NodePool's budgets cannot be evaluated (it then allows none).
@@ -196,7 +210,7 @@ impl PassContext<'_> {
         };
         self.model.solve(
             |n| !out.contains(n.name.as_str()),
-            displaced.chain(pending.iter()),
+            displaced.chain(self.deleting).chain(pending.iter()),
         )
     }
 }

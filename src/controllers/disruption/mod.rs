@@ -4,11 +4,14 @@
 //! take ([`candidates`]), the methods that decide ([`methods`]) and the
 //! passes over a cluster ([`plan`]): pure functions of the objects, shared
 //! by the controllers and `simulate --disruption`. [`controller`] acts on
-//! them in the cluster.
+//! them in the cluster, [`orchestration`] carries out replace commands and
+//! [`events`] tells users why a node stays.
 
 pub mod budgets;
 pub mod candidates;
 pub mod controller;
+pub mod events;
 pub mod marking;
 pub mod methods;
+pub mod orchestration;
 pub mod plan;

@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod as K8sPod;
 use k8s_openapi::jiff::Timestamp;
@@ -19,8 +19,8 @@ use super::marking::{
     Consolidatable, consolidatable, expires_at, node_pool_drift, requirements_drift,
 };
 use super::methods::{
-    Allowed, Command, Destination, PassContext, Verdict, drift, emptiness, expiration, multi_node,
-    reason_key, single_node,
+    Allowed, Command, Destination, DisruptionReasonKey, Method, PassContext, Verdict, drift,
+    emptiness, expiration, multi_node, reason_key, single_node,
 };
 use crate::apis::conditions::{
     NODE_CLAIM_CONSOLIDATABLE, NODE_CLAIM_DRIFTED, NODE_CLAIM_INITIALIZED, NODE_CLAIM_LAUNCHED,
@@ -31,12 +31,13 @@ use crate::apis::nodepool::DisruptionReason;
 use crate::apis::{EC2NodeClass, NodeClaim, NodePool};
 use crate::aws::instance_types::InstanceTypeProvider;
 use crate::cloudprovider::{DriftReason, node_class_hash_drifted};
+use crate::cluster::pods::is_reschedulable;
 use crate::cluster::{
     ClusterSnapshot, ConvertedPods, InputError, cluster_input, pod_key, pool_specs,
 };
 use crate::controllers::nodepool::{node_pool_hash, restamped_annotations};
 use crate::controllers::provisioning::node_claim_object;
-use crate::scheduling::{InstanceType, Model, PodKey, SchedulerOptions};
+use crate::scheduling::{InstanceType, Model, Pod, PodKey, SchedulerInput, SchedulerOptions};
 
 /// Settings of a disruption plan.
 #[derive(Clone, Debug)]
@@ -106,6 +107,13 @@ pub struct DisruptionPlan {
     pub solve_millis: f64,
     /// Each NodePool's instance types (for reporting replacements).
     pub instance_types: BTreeMap<String, Arc<Vec<InstanceType>>>,
+    /// Candidates of the first pass per budget reason (`Empty`: consolidatable
+    /// and without pods; `Underutilized`: consolidatable; `Drifted`).
+    pub eligible: BTreeMap<DisruptionReasonKey, usize>,
+    /// What each NodePool's budgets allowed in the first pass.
+    pub allowed: Allowed,
+    /// Each method evaluated, and how long it took.
+    pub evaluations: Vec<(Method, Duration)>,
 }
 
 /// Plans the disruptions of `snapshot` at `options.at`. Objects that
@@ -158,6 +166,7 @@ pub fn plan(
             .iter()
             .map(|p| (p.name.clone(), p.instance_types.clone()))
             .collect();
+        let deleting = deleting_pods(&cluster, &prepared.input);
         let model = Model::compile(prepared.input);
         solve_millis += started.elapsed().as_secs_f64() * 1000.0;
         let mark_of = |claim: &NodeClaim, _: &NodePool| -> Marks {
@@ -175,10 +184,15 @@ pub fn plan(
             price_before = Some(managed_price(&found, &kept, &types, &cluster));
             out.instance_types = types.clone();
         }
-        first_kept.get_or_insert(kept);
         let (allowed, budget_errors) = allowed_per_pool(&cluster, at);
+        if first_kept.is_none() {
+            out.eligible = eligible(&found);
+            out.allowed = allowed.clone();
+        }
+        first_kept.get_or_insert(kept);
         let ctx = PassContext {
             model: &model,
+            deleting: &deleting,
             allowed: &allowed,
             budget_errors: &budget_errors,
             spot_to_spot: options.spot_to_spot,
@@ -192,14 +206,30 @@ pub fn plan(
                     .is_some_and(|m| m.expired)
             })
             .collect();
+        let mut timed = |method: Method, run: &mut dyn FnMut() -> Option<Command>| {
+            let started = Instant::now();
+            let found = run();
+            out.evaluations.push((method, started.elapsed()));
+            found
+        };
         let command = if let Some(c) = expired.first() {
             Some(expiration(&ctx, c))
         } else {
             let pool: Vec<&Candidate> = found.iter().collect();
-            emptiness(&ctx, &pool, &mut verdicts)
-                .or_else(|| drift(&ctx, &pool, &mut verdicts))
-                .or_else(|| multi_node(&ctx, &pool))
-                .or_else(|| single_node(&ctx, &pool, &mut verdicts))
+            timed(Method::Emptiness, &mut || {
+                emptiness(&ctx, &pool, &mut verdicts)
+            })
+            .or_else(|| timed(Method::Drift, &mut || drift(&ctx, &pool, &mut verdicts)))
+            .or_else(|| {
+                timed(Method::MultiNodeConsolidation, &mut || {
+                    multi_node(&ctx, &pool)
+                })
+            })
+            .or_else(|| {
+                timed(Method::SingleNodeConsolidation, &mut || {
+                    single_node(&ctx, &pool, &mut verdicts)
+                })
+            })
         };
         solve_millis += started.elapsed().as_secs_f64() * 1000.0;
         let Some(command) = command else {
@@ -297,6 +327,63 @@ fn pool_hash_annotations(hash: &str) -> [(&'static str, String); 2] {
             crate::controllers::nodepool::NODE_POOL_HASH_VERSION.to_string(),
         ),
     ]
+}
+
+/// The pods of nodes already being deleted that will need room elsewhere
+/// (Karpenter reschedules them in every what-if): the reschedulable pods
+/// bound to Nodes or NodeClaims the input marks for deletion.
+fn deleting_pods(cluster: &ClusterSnapshot, input: &SchedulerInput) -> Vec<Pod> {
+    let deleting: BTreeSet<&str> = input
+        .existing_nodes
+        .iter()
+        .chain(&input.in_flight)
+        .filter(|n| n.marked_for_deletion)
+        .map(|n| n.name.as_str())
+        .collect();
+    if deleting.is_empty() {
+        return Vec::new();
+    }
+    let reschedulable: HashSet<PodKey> = cluster
+        .pods
+        .iter()
+        .filter(|p| {
+            p.spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_deref())
+                .is_some_and(|n| deleting.contains(n))
+                && is_reschedulable(p)
+        })
+        .map(|p| pod_key(p))
+        .collect();
+    input
+        .existing_nodes
+        .iter()
+        .chain(&input.in_flight)
+        .filter(|n| n.marked_for_deletion)
+        .flat_map(|n| &n.pods)
+        .filter(|p| reschedulable.contains(&p.key()))
+        .cloned()
+        .collect()
+}
+
+/// The first pass's candidates per budget reason, for the eligible-nodes
+/// gauge.
+fn eligible(found: &[Candidate]) -> BTreeMap<DisruptionReasonKey, usize> {
+    let count = |keep: &dyn Fn(&Candidate) -> bool| found.iter().filter(|c| keep(c)).count();
+    BTreeMap::from([
+        (
+            reason_key(DisruptionReason::Empty),
+            count(&|c| c.marks.consolidatable && c.pods.is_empty()),
+        ),
+        (
+            reason_key(DisruptionReason::Drifted),
+            count(&|c| c.marks.drifted.is_some()),
+        ),
+        (
+            reason_key(DisruptionReason::Underutilized),
+            count(&|c| c.marks.consolidatable),
+        ),
+    ])
 }
 
 /// Each NodeClaim's marks as its conditions hold them.

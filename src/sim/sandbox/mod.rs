@@ -274,6 +274,7 @@ impl Sandbox {
                 metrics_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
                 health_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
                 node_repair: false,
+                spot_to_spot_consolidation: false,
             },
         };
         tasks.spawn(async move {

@@ -107,6 +107,7 @@ async fn a_pending_pod_launches_an_instance_in_moto_and_its_deletion_terminates_
             metrics_addr: local,
             health_addr: local,
             node_repair: false,
+            spot_to_spot_consolidation: false,
         },
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

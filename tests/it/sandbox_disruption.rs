@@ -3,7 +3,8 @@
 //! it goes; `do-not-disrupt`, a PodDisruptionBudget and a budget outside
 //! its window each keep a node (the controller says so in a
 //! `DisruptionBlocked` event) until they are lifted; a NodePool template
-//! change drifts every node and replaces them one budget at a time.
+//! change drifts every node and replaces them one budget at a time; a node
+//! past `expireAfter` is replaced.
 
 use std::path::{Path, PathBuf};
 use std::process::Child;
@@ -376,5 +377,36 @@ fn a_template_change_drifts_every_node_and_replaces_them_one_budget_at_a_time() 
         sandbox.kubeconfig(),
         &["get", "nodeclaims", "-o", "name"],
         |t| t.lines().count() == 3,
+    );
+}
+
+#[test]
+fn a_node_past_expire_after_is_replaced() {
+    let Some(sandbox) = Sandbox::start("disruption-expire") else {
+        return;
+    };
+    sandbox.quickstart(&[]);
+    sandbox.patch_pool(r#"{"spec":{"template":{"spec":{"expireAfter":"30s"}}}}"#);
+    sandbox.ok(&["apply", "-f", "examples/quickstart/web.yaml"]);
+    let first = sandbox.running("web", 8);
+
+    // 30 s after launch the NodeClaim is deleted (not budgeted), its node
+    // drained, and the pods run again on a node launched for them.
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        let nodes = sandbox.nodes();
+        if first.iter().all(|n| !nodes.contains(n)) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{first:?} still there: {nodes:?}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let now = sandbox.running("web", 8);
+    assert!(
+        now.iter().all(|n| !first.contains(n)),
+        "{first:?} -> {now:?}"
     );
 }

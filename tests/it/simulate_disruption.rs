@@ -450,6 +450,47 @@ fn several_underutilized_nodes_are_consolidated_into_one() {
 }
 
 #[test]
+fn a_replacement_that_would_break_min_values_keeps_the_node() {
+    // Four families (the pool allows categories m and c), minValues 4: only
+    // c5 and c6i are cheaper than m5.large.
+    let spec = |min: u32| {
+        let mut docs = cluster(
+            default_disruption(),
+            &[NodeSpec {
+                name: "one",
+                instance_type: "m5.large",
+                capacity_type: "on-demand",
+                pods: &[("p1", "500m")],
+            }],
+        );
+        let families = json!({"key": "karpenter.k8s.aws/instance-family", "operator": "In",
+                              "values": ["m5", "c5", "m6i", "c6i"], "minValues": min});
+        docs[0]["spec"]["template"]["spec"]["requirements"]
+            .as_array_mut()
+            .unwrap()
+            .push(families);
+        for doc in &mut docs {
+            if doc["kind"] == "Node" || doc["kind"] == "NodeClaim" {
+                doc["metadata"]["labels"]["karpenter.k8s.aws/instance-family"] = json!("m5");
+            }
+        }
+        docs
+    };
+    let out = run(&spec(4), false);
+    assert!(decisions(&out).is_empty(), "{:?}", decisions(&out));
+    assert_eq!(kept_reason(&out, "one"), "min-values");
+    let kept = &out.disruption.kept[0];
+    assert!(
+        kept.message.contains("minValues asks for 4"),
+        "{}",
+        kept.message
+    );
+    // With minValues 2 the two cheaper families are enough.
+    let out = run(&spec(2), false);
+    assert_eq!(decisions(&out)[0].1, "replace");
+}
+
+#[test]
 fn do_not_disrupt_pods_and_nodes_keep_their_node() {
     let mut docs = cluster(
         default_disruption(),

@@ -6,10 +6,11 @@
 //! scheduler, instance types and cluster that provisioning uses.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use super::candidates::{Candidate, KeptReason};
 use crate::apis::nodepool::{ConsolidationPolicy, DisruptionReason};
-use crate::scheduling::{Model, NewNodeClaim, Pod, PodKey, SchedulingResult};
+use crate::scheduling::{InstanceType, Model, NewNodeClaim, Pod, PodKey, SchedulingResult};
 
 /// Karpenter's `MinInstanceTypesForSpotToSpotConsolidation`: a spot node is
 /// replaced by spot only when at least this many cheaper types remain, so
@@ -147,6 +148,10 @@ pub struct PassContext<'a> {
     pub budget_errors: &'a BTreeMap<String, String>,
     /// `SpotToSpotConsolidation` is enabled.
     pub spot_to_spot: bool,
+    /// Each NodePool's instance types, to check a replacement's `minValues`.
+    pub types: &'a BTreeMap<String, Arc<Vec<InstanceType>>>,
+    /// `minValues` must hold (`--min-values-policy Strict`).
+    pub min_values_strict: bool,
 }
 
 /// A budget reason as a map key.
@@ -502,6 +507,11 @@ fn consolidate(
                 .instance_type_options
                 .truncate(SPOT_TO_SPOT_MIN_TYPES);
         }
+        if ctx.min_values_strict
+            && let Some(message) = min_values_broken(ctx, replacement)
+        {
+            return Err((KeptReason::MinValues, message));
+        }
         let first = &replacement.instance_type_options[0];
         replacement.instance_type = first.name.clone();
         replacement.price = first.price;
@@ -512,6 +522,44 @@ fn consolidate(
         candidates: candidates.iter().map(|c| (*c).clone()).collect(),
         replacements: result.new_node_claims,
     })
+}
+
+/// Why `replacement`'s remaining options no longer meet a `minValues` of
+/// its requirements (Karpenter: "minValues requirement is not met"), if so.
+fn min_values_broken(ctx: &PassContext, replacement: &NewNodeClaim) -> Option<String> {
+    let types = ctx.types.get(&replacement.node_pool)?;
+    for requirement in replacement.requirements.iter() {
+        let Some(min) = requirement.min_values else {
+            continue;
+        };
+        let mut seen: BTreeSet<&str> = BTreeSet::new();
+        for option in &replacement.instance_type_options {
+            let Some(label) = types
+                .iter()
+                .find(|t| t.name == option.name)
+                .and_then(|t| t.requirements.get(&requirement.key))
+                .filter(|r| !r.values.is_complement())
+            else {
+                continue;
+            };
+            seen.extend(
+                label
+                    .values
+                    .values()
+                    .iter()
+                    .filter(|v| requirement.has(v))
+                    .map(String::as_str),
+            );
+        }
+        if seen.len() < min as usize {
+            return Some(format!(
+                "a cheaper replacement would offer {} value(s) of {} where the NodePool's minValues asks for {min}; lower minValues or widen the requirement",
+                seen.len(),
+                requirement.key
+            ));
+        }
+    }
+    None
 }
 
 /// Multi-node consolidation: the most candidates (cheapest to disrupt

@@ -37,7 +37,9 @@ use crate::cluster::{
 };
 use crate::controllers::nodepool::{node_pool_hash, restamped_annotations};
 use crate::controllers::provisioning::node_claim_object;
-use crate::scheduling::{InstanceType, Model, Pod, PodKey, SchedulerInput, SchedulerOptions};
+use crate::scheduling::{
+    InstanceType, MinValuesPolicy, Model, Pod, PodKey, SchedulerInput, SchedulerOptions,
+};
 
 /// Settings of a disruption plan.
 #[derive(Clone, Debug)]
@@ -196,6 +198,8 @@ pub fn plan(
             allowed: &allowed,
             budget_errors: &budget_errors,
             spot_to_spot: options.spot_to_spot,
+            types: &types,
+            min_values_strict: options.scheduler.min_values_policy == MinValuesPolicy::Strict,
         };
         let started = Instant::now();
         let expired: Vec<&Candidate> = found

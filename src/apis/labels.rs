@@ -307,6 +307,11 @@ pub const INSTANCE_PROFILE_ANNOTATION_KEY: &str = "karpenter.k8s.aws/instance-pr
 pub const CLUSTER_NAME_TAGGED_ANNOTATION_KEY: &str =
     "compatibility.karpenter.k8s.aws/cluster-name-tagged";
 
+/// On a NodePool, `"true"` opts it into priority back-migration: a node on
+/// an instance type of lower priority than a type that now fits at no
+/// higher price is replaced by single-node consolidation.
+pub const PRIORITY_MIGRATION_ANNOTATION_KEY: &str = "nodewright.io/priority-migration";
+
 // ---- taints and finalizers ------------------------------------------------------
 
 /// Taint key put on nodes being disrupted (`NoSchedule`).

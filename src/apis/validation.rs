@@ -69,6 +69,39 @@ pub enum ValidationError {
         /// What is wrong with it.
         reason: String,
     },
+    /// A nodewright annotation with a value it does not take.
+    #[error("{field}: {value:?} is not {expected}")]
+    InvalidAnnotation {
+        /// Path of the annotation.
+        field: String,
+        /// Its value.
+        value: String,
+        /// What it takes.
+        expected: &'static str,
+    },
+}
+
+/// Whether a NodePool opts into priority back-migration
+/// ([`labels::PRIORITY_MIGRATION_ANNOTATION_KEY`]): absent is off; any
+/// value other than `"true"` or `"false"` is an error naming the field.
+pub fn priority_migration(
+    annotations: &std::collections::BTreeMap<String, String>,
+) -> Result<bool, ValidationError> {
+    match annotations
+        .get(labels::PRIORITY_MIGRATION_ANNOTATION_KEY)
+        .map(String::as_str)
+    {
+        None | Some("false") => Ok(false),
+        Some("true") => Ok(true),
+        Some(other) => Err(ValidationError::InvalidAnnotation {
+            field: format!(
+                "metadata.annotations[{}]",
+                labels::PRIORITY_MIGRATION_ANNOTATION_KEY
+            ),
+            value: other.to_string(),
+            expected: "\"true\" or \"false\"; write \"true\" to move nodes back to higher-priority instance types, or remove it",
+        }),
+    }
 }
 
 const MAX_NAME_LENGTH: usize = 63;

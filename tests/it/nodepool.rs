@@ -219,3 +219,58 @@ async fn an_invalid_template_or_a_missing_class_is_not_ready() {
     assert_eq!(condition(&written, "Ready").0, "False");
     driver.abort();
 }
+
+#[tokio::test]
+async fn a_priority_migration_annotation_that_is_not_a_boolean_fails_validation() {
+    let server = nodewright::sim::double::builder().build();
+    let client = server.client();
+    let pools: Api<NodePool> = Api::all(client.clone());
+    let mut annotated = pool(None);
+    annotated.metadata.annotations = Some(
+        [(
+            "nodewright.io/priority-migration".to_string(),
+            "yes".to_string(),
+        )]
+        .into(),
+    );
+    pools
+        .create(&PostParams::default(), &annotated)
+        .await
+        .unwrap();
+    let (state, driver) = ClusterState::start(client.clone());
+    let driver = tokio::spawn(driver);
+    state.synced().await;
+    let ctx = NodePoolContext {
+        client: client.clone(),
+        state: Arc::clone(&state),
+    };
+    reconcile(&ctx, &pools.get("general").await.unwrap())
+        .await
+        .unwrap();
+    let written = pools.get("general").await.unwrap();
+    let message = written
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "ValidationSucceeded"))
+        .and_then(|c| c.message.clone())
+        .unwrap_or_default();
+    assert!(
+        message.contains("metadata.annotations[nodewright.io/priority-migration]")
+            && message.contains("\"yes\""),
+        "{message}"
+    );
+
+    // "true" is valid.
+    let patch = json!({"metadata": {"annotations": {"nodewright.io/priority-migration": "true"}}});
+    pools
+        .patch("general", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    reconcile(&ctx, &pools.get("general").await.unwrap())
+        .await
+        .unwrap();
+    let written = pools.get("general").await.unwrap();
+    assert_eq!(condition(&written, "ValidationSucceeded").0, "True");
+    driver.abort();
+}

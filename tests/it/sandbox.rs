@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use nodewright::apis::{EC2NodeClass, NodeClaim, NodePool};
 use nodewright::controllers::provisioning::BatchWindows;
@@ -573,6 +574,84 @@ async fn an_instance_terminated_behind_nodewrights_back_is_replaced() {
             }))
         .then_some(())
     })
+    .await;
+    sandbox.stop().await;
+}
+
+const FLEX_OR_NOT_POOL: &str = r#"
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: general}
+spec:
+  disruption: {consolidateAfter: 1s}
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements:
+      - {key: karpenter.k8s.aws/instance-family, operator: In, values: [c7i-flex, c7i]}
+      - {key: karpenter.k8s.aws/instance-size, operator: In, values: [large]}
+      - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_on_a_fallback_type_moves_to_the_preferred_one_once_its_capacity_returns() {
+    let manifests = Manifests::new(
+        "back",
+        &[("1-pool.yaml", FLEX_OR_NOT_POOL), ("2-class.yaml", CLASS)],
+    );
+    let settings = SandboxSettings {
+        unavailable_offerings_ttl: Duration::from_secs(2),
+        ..fast(&manifests)
+    };
+    let sandbox = Sandbox::start(settings).await.unwrap();
+    let cloud = sandbox.simulated_cloud().unwrap();
+    let flex = |zone: &str| nodewright::cloudprovider::OfferingKey {
+        instance_type: "c7i-flex.large".to_string(),
+        zone: format!("us-east-1{zone}"),
+        capacity_type: "on-demand".to_string(),
+    };
+    let zones = ["a", "b", "c", "d", "e", "f"];
+    for zone in zones {
+        cloud.inject_insufficient_capacity(flex(zone));
+    }
+    let client = sandbox.client();
+    let deployment: Deployment = serde_norway::from_str(&deployment("web", 1, "500m")).unwrap();
+    Api::<Deployment>::namespaced(client.clone(), "default")
+        .create(&Default::default(), &deployment)
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let web = running_pods(&pods, "web", 1).await;
+    assert_eq!(instance_types_of(&client, &web).await, ["c7i.large"]);
+
+    // The flex type (first in the built-in priority order, and cheaper)
+    // has capacity again: consolidation replaces the fallback node with it.
+    for zone in zones {
+        cloud.restore_capacity(&flex(zone));
+    }
+    crate::fixture::eventually_within(
+        "the pod on c7i-flex.large",
+        Duration::from_secs(150),
+        || async {
+            let web = pods
+                .list(&ListParams::default().labels("app=web"))
+                .await
+                .unwrap()
+                .items;
+            let running: Vec<Pod> = web.into_iter().filter(running).collect();
+            let [pod] = running.as_slice() else {
+                return None;
+            };
+            // The node may be going away between the two reads.
+            let node = Api::<Node>::all(client.clone())
+                .get_opt(pod.spec.as_ref()?.node_name.as_deref()?)
+                .await
+                .ok()??;
+            (node.labels().get("node.kubernetes.io/instance-type")
+                == Some(&"c7i-flex.large".to_string()))
+            .then_some(())
+        },
+    )
     .await;
     sandbox.stop().await;
 }

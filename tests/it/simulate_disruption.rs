@@ -31,14 +31,16 @@ fn node(spec: &NodeSpec, pool: &str, docs: &mut Vec<Value>) {
         "m5.large" => ("2", "8Gi"),
         "m5.xlarge" => ("4", "16Gi"),
         "m5.2xlarge" => ("8", "32Gi"),
+        "c7i-flex.large" => ("2", "4Gi"),
         other => panic!("no shape for {other}"),
     };
     let provider_id = format!("aws:///us-east-1a/i-{}", spec.name);
+    let category = &spec.instance_type[..1];
     let labels = json!({
         "karpenter.sh/nodepool": pool, "node.kubernetes.io/instance-type": spec.instance_type,
         "topology.kubernetes.io/zone": "us-east-1a", "karpenter.sh/capacity-type": spec.capacity_type,
         "kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux", "kubernetes.io/hostname": spec.name,
-        "karpenter.k8s.aws/instance-category": "m"
+        "karpenter.k8s.aws/instance-category": category
     });
     let conditions: Vec<Value> = ["Launched", "Registered", "Initialized"]
         .iter()
@@ -447,6 +449,29 @@ fn several_underutilized_nodes_are_consolidated_into_one() {
     assert!(first.candidates.len() >= 2);
     assert!(first.replacements.len() <= 1);
     assert!(first.price_per_hour_after < first.price_per_hour_before);
+}
+
+#[test]
+fn consolidation_never_moves_a_node_down_the_priority_order() {
+    // A flex node (flex families first, the built-in order) with a small
+    // pod: non-flex types that fit cost less, but provisioning would launch
+    // this type again, so replacing it would only churn.
+    let out = run(
+        &cluster(
+            default_disruption(),
+            &[NodeSpec {
+                name: "flex",
+                instance_type: "c7i-flex.large",
+                capacity_type: "on-demand",
+                pods: &[("p1", "250m")],
+            }],
+        ),
+        false,
+    );
+    assert!(decisions(&out).is_empty(), "{:?}", decisions(&out));
+    assert_eq!(kept_reason(&out, "flex"), "no-cheaper-option");
+    let kept = &out.disruption.kept[0];
+    assert!(kept.message.contains("priority order"), "{}", kept.message);
 }
 
 #[test]

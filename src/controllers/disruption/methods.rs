@@ -5,7 +5,7 @@
 //! on the compiled scheduling model without the candidates: the same
 //! scheduler, instance types and cluster that provisioning uses.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use super::candidates::{Candidate, KeptReason};
@@ -152,6 +152,8 @@ pub struct PassContext<'a> {
     pub types: &'a BTreeMap<String, Arc<Vec<InstanceType>>>,
     /// `minValues` must hold (`--min-values-policy Strict`).
     pub min_values_strict: bool,
+    /// Each NodePool's instance-type priority scores (pools with scorers).
+    pub scores: &'a BTreeMap<String, Arc<HashMap<String, i32>>>,
 }
 
 /// A budget reason as a map key.
@@ -177,6 +179,20 @@ impl PassContext<'_> {
             None => format!("NodePool {pool:?}'s disruption budget for {reason} is used up"),
         };
         (KeptReason::Budget, message)
+    }
+
+    /// `candidate`'s instance type's priority score in its NodePool (0
+    /// without scorers, as the scheduler counts it).
+    fn score(&self, candidate: &Candidate) -> i32 {
+        candidate
+            .node_pool
+            .metadata
+            .name
+            .as_ref()
+            .and_then(|pool| self.scores.get(pool))
+            .and_then(|scores| scores.get(&candidate.instance_type))
+            .copied()
+            .unwrap_or(0)
     }
 
     fn allowed(&self, pool: &str, reason: DisruptionReason) -> usize {
@@ -471,14 +487,36 @@ fn consolidate(
     }
     if let Some(replacement) = result.new_node_claims.first_mut() {
         let before: f64 = candidates.iter().map(|c| c.price).sum();
-        replacement
-            .instance_type_options
-            .retain(|o| o.price < before);
+        // Never down the NodePool's priority order: a type the scorers rank
+        // below the node's is not what provisioning would launch either.
+        let floor = candidates.iter().map(|c| ctx.score(c)).min().unwrap_or(0);
+        let fitting = std::mem::take(&mut replacement.instance_type_options);
+        replacement.instance_type_options = fitting
+            .iter()
+            .filter(|o| o.price < before && o.score.unwrap_or(0) >= floor)
+            .cloned()
+            .collect();
+        if replacement.instance_type_options.is_empty()
+            && let [candidate] = candidates
+            && migrates(candidate)
+        {
+            // Priority back-migration: up the order at no higher price.
+            replacement.instance_type_options = fitting
+                .iter()
+                .filter(|o| o.price <= before && o.score.unwrap_or(0) > floor)
+                .cloned()
+                .collect();
+        }
         if replacement.instance_type_options.is_empty() {
-            return Err((
-                KeptReason::NoCheaperOption,
-                format!("no instance type that fits its pods costs less than ${before:.4}/h"),
-            ));
+            let cheaper = fitting.iter().any(|o| o.price < before);
+            let message = if cheaper {
+                format!(
+                    "the instance types that fit its pods for less than ${before:.4}/h rank below its own in the NodePool's priority order"
+                )
+            } else {
+                format!("no instance type that fits its pods costs less than ${before:.4}/h")
+            };
+            return Err((KeptReason::NoCheaperOption, message));
         }
         let all_spot = candidates.iter().all(|c| c.capacity_type == "spot");
         if all_spot && replacement.capacity_type.label_value() == "spot" {
@@ -522,6 +560,15 @@ fn consolidate(
         candidates: candidates.iter().map(|c| (*c).clone()).collect(),
         replacements: result.new_node_claims,
     })
+}
+
+/// Whether `candidate`'s NodePool opts into priority back-migration (an
+/// invalid value is off; the NodePool's `ValidationSucceeded` reports it).
+fn migrates(candidate: &Candidate) -> bool {
+    crate::apis::validation::priority_migration(kube::ResourceExt::annotations(
+        &*candidate.node_pool,
+    ))
+    .unwrap_or(false)
 }
 
 /// Why `replacement`'s remaining options no longer meet a `minValues` of

@@ -5,7 +5,7 @@
 //! budgets of later passes, until a pass finds nothing. What
 //! `simulate --disruption` prints; the controller starts the first command.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -169,6 +169,12 @@ pub fn plan(
             .map(|p| (p.name.clone(), p.instance_types.clone()))
             .collect();
         let deleting = deleting_pods(&cluster, &prepared.input);
+        let scores: BTreeMap<String, Arc<HashMap<String, i32>>> = prepared
+            .input
+            .node_pools
+            .iter()
+            .filter_map(|p| Some((p.name.clone(), p.priority_scores.clone()?)))
+            .collect();
         let model = Model::compile(prepared.input);
         solve_millis += started.elapsed().as_secs_f64() * 1000.0;
         let mark_of = |claim: &NodeClaim, _: &NodePool| -> Marks {
@@ -200,6 +206,7 @@ pub fn plan(
             spot_to_spot: options.spot_to_spot,
             types: &types,
             min_values_strict: options.scheduler.min_values_policy == MinValuesPolicy::Strict,
+            scores: &scores,
         };
         let started = Instant::now();
         let expired: Vec<&Candidate> = found

@@ -126,7 +126,16 @@ pub async fn reconcile(ctx: &NodePoolContext, pool: &NodePool) -> Result<Action,
     let mut status = pool.status.clone().unwrap_or_default();
     let generation = pool.metadata.generation;
     let conditions = status.conditions.get_or_insert_with(Vec::new);
-    match validate_node_pool(&pool.spec) {
+    let mut errors = validate_node_pool(&pool.spec).err().unwrap_or_default();
+    if let Err(error) = crate::apis::validation::priority_migration(pool.annotations()) {
+        errors.push(error);
+    }
+    let validated = if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors)
+    };
+    match validated {
         Ok(()) => set_condition(
             conditions,
             NODE_POOL_VALIDATION_SUCCEEDED,

@@ -95,6 +95,9 @@ pub struct SandboxSettings {
     pub kubelet_poll: Duration,
     /// The provisioner's batch windows.
     pub batch: BatchWindows,
+    /// How long an offering that ran out of capacity is not tried again
+    /// (Karpenter's 3 minutes; tests shorten it).
+    pub unavailable_offerings_ttl: Duration,
 }
 
 impl Default for SandboxSettings {
@@ -113,6 +116,7 @@ impl Default for SandboxSettings {
             startup_taint_delay: Duration::from_secs(1),
             kubelet_poll: Duration::from_millis(200),
             batch: BatchWindows::default(),
+            unavailable_offerings_ttl: crate::cloudprovider::UNAVAILABLE_OFFERINGS_TTL,
         }
     }
 }
@@ -208,7 +212,9 @@ impl Sandbox {
         }
 
         let extensions = Arc::new(Extensions::new(HostConfig::default())?);
-        let unavailable = Arc::new(UnavailableOfferings::default());
+        let unavailable = Arc::new(UnavailableOfferings::new(
+            settings.unavailable_offerings_ttl,
+        ));
         let zones: Vec<String> = catalog.zones().into_iter().map(str::to_string).collect();
         let instance_types = Arc::new(InstanceTypeProvider::new(
             catalog,

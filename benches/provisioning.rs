@@ -242,6 +242,7 @@ fn operator(server: &ApiServer, windows: BatchWindows) -> Operator {
         instance_types,
         cloud: Some(cloud),
         node_classes: None,
+        interruption_queue: None,
         settings: OperatorSettings {
             provisioning: ProvisioningSettings {
                 batch: windows,

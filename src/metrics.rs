@@ -95,6 +95,19 @@ pub struct Metrics {
     /// `karpenter_voluntary_disruption_queue_failures_total{decision, reason,
     /// consolidation_type}`: replace commands rolled back.
     pub disruption_queue_failures: Counters,
+    /// `karpenter_interruption_received_messages_total{message_type}`
+    /// (`no_op` for kinds not acted on, `malformed` for unreadable bodies).
+    pub interruption_received_messages: Counters,
+    /// `karpenter_interruption_deleted_messages_total`.
+    pub interruption_deleted_messages: Counters,
+    /// `karpenter_interruption_message_queue_duration_seconds`: from the
+    /// event's time to its handling.
+    pub interruption_message_queue_duration: Histograms,
+    /// `nodewright_interruption_actions_total{message_type, action}`.
+    pub interruption_actions: Counters,
+    /// `nodewright_interruption_queue_healthy{queue}`: 1 while the queue
+    /// can be read, 0 while it cannot.
+    pub interruption_queue_healthy: Gauges,
 }
 
 fn duration_histogram() -> Histogram {
@@ -155,6 +168,18 @@ impl Metrics {
             "karpenter_voluntary_disruption_failed_validations",
             "Disruption commands that no longer held after the validation wait",
         );
+        let interruption_received_messages = counters(
+            "karpenter_interruption_received_messages",
+            "Interruption queue messages received, by message type",
+        );
+        let interruption_deleted_messages = counters(
+            "karpenter_interruption_deleted_messages",
+            "Interruption queue messages deleted after handling",
+        );
+        let interruption_actions = counters(
+            "nodewright_interruption_actions",
+            "Actions taken on NodeClaims for interruption messages, by message type and action",
+        );
         let disruption_queue_failures = counters(
             "karpenter_voluntary_disruption_queue_failures",
             "Replace commands rolled back because a replacement did not initialize",
@@ -202,6 +227,10 @@ impl Metrics {
             "karpenter_nodepools_allowed_disruptions",
             "Nodes a NodePool's disruption budgets let go now, by reason",
         );
+        let interruption_queue_healthy = gauges(
+            "nodewright_interruption_queue_healthy",
+            "1 while the interruption queue can be read, 0 while it cannot",
+        );
         let disruption_eligible_nodes = gauges(
             "karpenter_voluntary_disruption_eligible_nodes",
             "Nodes a disruption method may consider, by reason",
@@ -222,6 +251,10 @@ impl Metrics {
         let cloudprovider_duration = histograms(
             "karpenter_cloudprovider_duration_seconds",
             "Duration of cloud provider calls",
+        );
+        let interruption_message_queue_duration = histograms(
+            "karpenter_interruption_message_queue_duration_seconds",
+            "From an interruption event's time to its handling",
         );
         let disruption_evaluation_duration = histograms(
             "karpenter_voluntary_disruption_decision_evaluation_duration_seconds",
@@ -261,6 +294,11 @@ impl Metrics {
             disruption_evaluation_duration,
             disruption_failed_validations,
             disruption_queue_failures,
+            interruption_received_messages,
+            interruption_deleted_messages,
+            interruption_message_queue_duration,
+            interruption_actions,
+            interruption_queue_healthy,
         }
     }
 

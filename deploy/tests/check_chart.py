@@ -200,8 +200,8 @@ def getting_started():
     )
     expect(env(deployment)["INTERRUPTION_QUEUE"], "demo", "INTERRUPTION_QUEUE")
     notes = chart.render(KARPENTER_GETTING_STARTED + REQUIRED)["nodewright/templates/NOTES.txt"]
-    if "the queue is not polled" not in notes:
-        raise AssertionError(f"NOTES.txt does not say the queue is not polled: {notes}")
+    if "read from the SQS queue demo" not in notes:
+        raise AssertionError(f"NOTES.txt does not name the interruption queue: {notes}")
     return f"{len(docs)} objects; {validate(docs)} validations"
 
 
@@ -273,7 +273,7 @@ def refusals():
         "unknownTopLevel=1": "unknownTopLevel",
         "settings.isolatedVPC=true": "/settings/isolatedVPC",
         "settings.enableZonalShift=true": "/settings/enableZonalShift",
-        "settings.featureGates.spotToSpotConsolidation=true": "/settings/featureGates/spotToSpotConsolidation",
+        "settings.featureGates.staticCapacity=true": "/settings/featureGates/staticCapacity",
         "settings.featureGates.reservedCapacity=false": "/settings/featureGates/reservedCapacity",
         "settings.amiRefreshInterval=5m": "amiRefreshInterval",
         "logErrorOutputPaths={stderr}": "logErrorOutputPaths",

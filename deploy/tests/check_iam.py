@@ -1,7 +1,7 @@
 """Checks deploy/iam/controller-policy.json against the code and parliament.
 
 - Every EC2, SSM, IAM, Pricing and SQS operation the controller's code calls
-  (collected from src/, not listed by hand) is an action the policy allows,
+  (collected from src/ and crates/interruption-queue/src/, not listed by hand) is an action the policy allows,
   and every action the policy allows is one the code calls or one AWS
   requires for a call the code makes (IMPLIED below, each with its reason).
 - parliament (IAM policy linter) reports nothing above LOW, except findings
@@ -78,8 +78,15 @@ def sdk_operations():
     return operations
 
 
+# Workspace crates the controller links whose AWS calls it makes.
+CONTROLLER_CRATES = ["src", "crates/interruption-queue/src"]
+
+# IAM actions of SDK operations that IAM does not name after themselves.
+ACTION_OF = {"sqs:DeleteMessageBatch": "sqs:DeleteMessage"}
+
+
 def controller_sources():
-    for path in sorted((ROOT / "src").rglob("*.rs")):
+    for path in sorted(p for root in CONTROLLER_CRATES for p in (ROOT / root).rglob("*.rs")):
         relative = path.relative_to(ROOT).as_posix()
         if relative.startswith("src/sim/") or "/testing" in relative or path.name.endswith("tests.rs"):
             continue
@@ -103,6 +110,7 @@ def called_actions():
                     raise SystemExit(f"{relative}:{number}: .{name}() is an operation of {services}: which?")
                 if services:
                     action = f"{SERVICES[services[0]]}:{pascal(name)}"
+                    action = ACTION_OF.get(action, action)
                     actions.setdefault(action, []).append(f"{relative}:{number}")
     return actions
 

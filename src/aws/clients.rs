@@ -84,6 +84,8 @@ pub struct AwsClients {
     pub iam: aws_sdk_iam::Client,
     /// Pricing: on-demand prices (in its own region, see [`pricing_region`]).
     pub pricing: aws_sdk_pricing::Client,
+    /// SQS: the interruption queue.
+    pub sqs: aws_sdk_sqs::Client,
 }
 
 impl AwsClients {
@@ -101,6 +103,7 @@ impl AwsClients {
             ssm: aws_sdk_ssm::Client::new(config),
             iam: aws_sdk_iam::Client::new(config),
             pricing: aws_sdk_pricing::Client::from_conf(pricing),
+            sqs: aws_sdk_sqs::Client::new(config),
         }
     }
 }

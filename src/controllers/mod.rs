@@ -6,6 +6,7 @@
 
 pub mod disruption;
 pub mod gauges;
+pub mod interruption;
 pub mod node;
 pub mod nodeclaim;
 pub mod nodeclass;

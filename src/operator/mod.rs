@@ -79,6 +79,8 @@ pub struct Operator {
     pub node_classes: Option<controllers::NodeClassSetup>,
     /// Settings.
     pub settings: OperatorSettings,
+    /// The interruption queue to poll (`--interruption-queue`), if any.
+    pub interruption_queue: Option<Arc<interruption_queue::Queue>>,
 }
 
 /// The endpoints' bound addresses, for callers that asked for port 0.
@@ -242,6 +244,19 @@ impl Operator {
                 disrupter.run().await;
                 "disruption"
             });
+            if let Some(queue) = self.interruption_queue.clone() {
+                let interrupter = Arc::new(controllers::interruption::InterruptionController::new(
+                    self.client.clone(),
+                    state.clone(),
+                    queue,
+                    self.instance_types.clone(),
+                    recorder.clone(),
+                ));
+                set.spawn(async move {
+                    interrupter.run().await;
+                    "interruption"
+                });
+            }
             let expiration = context("nodeclaim.expiration");
             set.spawn(async move {
                 nodeclaim::expiration::run(expiration).await;

@@ -16,6 +16,7 @@ mod extensions;
 mod filter_cli;
 mod fixture;
 mod instance_profile_gc;
+mod interruption;
 mod kubectl;
 mod moto;
 mod node_repair;

@@ -200,6 +200,7 @@ fn operator_on(
         instance_types,
         cloud: Some(cloud),
         node_classes: None,
+        interruption_queue: None,
         settings: OperatorSettings {
             provisioning: ProvisioningSettings {
                 batch: BatchWindows {

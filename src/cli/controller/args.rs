@@ -63,10 +63,11 @@ pub struct ControllerArgs {
     /// Karpenter's `--disable-dry-run`.
     #[arg(long, env = "DISABLE_DRY_RUN")]
     pub disable_dry_run: bool,
-    /// The SQS queue of EC2 interruption events, as Karpenter's
-    /// `--interruption-queue`. Accepted so Karpenter's settings carry over;
-    /// interruption handling is not built yet: the queue is not polled, and a
-    /// warning at start says so.
+    /// The SQS queue (its name) EventBridge delivers EC2 interruption
+    /// events to, as Karpenter's `--interruption-queue`: spot interruptions,
+    /// instance state changes, scheduled changes, rebalance recommendations
+    /// and capacity-reservation interruptions are acted on (with
+    /// `--cloud-provider aws`; see docs/interruption.md).
     #[arg(long, env = "INTERRUPTION_QUEUE")]
     pub interruption_queue: Option<String>,
     /// A provisioning round ends after this long without a new pending pod.

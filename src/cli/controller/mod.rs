@@ -25,12 +25,6 @@ use crate::operator::Operator;
 /// Ctrl-C), or fails when this replica loses the leader lease.
 pub fn run(args: &ControllerArgs) -> Result<(), CliError> {
     init_logging(args.log_format, &args.log_level)?;
-    if let Some(queue) = args.interruption_queue.as_deref().filter(|q| !q.is_empty()) {
-        tracing::warn!(
-            queue,
-            "interruption handling is not built yet: the interruption queue is not polled, and spot interruptions, rebalance recommendations and instance state changes are not acted on"
-        );
-    }
     args.check_feature_gates()?;
     args.cluster_endpoint()?;
     let host_config = args.host_config()?;
@@ -58,6 +52,11 @@ pub fn run(args: &ControllerArgs) -> Result<(), CliError> {
             args.extension_settings(),
         )?);
         let unavailable = Arc::new(UnavailableOfferings::default());
+        let queue_name = args
+            .interruption_queue
+            .clone()
+            .filter(|q| !q.is_empty());
+        let mut interruption_queue = None;
         let (instance_types, cloud, node_classes): (_, Option<Arc<dyn CloudProvider>>, _) =
             match args.cloud_provider {
                 CloudProviderKind::Simulated => {
@@ -73,6 +72,9 @@ pub fn run(args: &ControllerArgs) -> Result<(), CliError> {
                         unavailable,
                         SimulatedSettings::default(),
                     ));
+                    if let Some(queue) = &queue_name {
+                        tracing::warn!(%queue, "--interruption-queue is read only with --cloud-provider aws; the simulated cloud has no queue");
+                    }
                     tracing::info!(%region, cluster = %args.cluster_name, "starting with the simulated cloud");
                     (instance_types, Some(cloud as Arc<dyn CloudProvider>), None)
                 }
@@ -88,6 +90,9 @@ pub fn run(args: &ControllerArgs) -> Result<(), CliError> {
                         .ok_or("no AWS region: pass --region or set AWS_REGION")?;
                     let launch = launch::launch_settings(args, &config, &client).await?;
                     let clients = AwsClients::new(&sdk);
+                    interruption_queue = queue_name.map(|name| {
+                        Arc::new(interruption_queue::Queue::new(clients.sqs.clone(), name))
+                    });
                     // The live catalog: read once now (falling back to the
                     // embedded one if EC2 cannot be read), then refreshed.
                     let pricing =
@@ -126,6 +131,7 @@ pub fn run(args: &ControllerArgs) -> Result<(), CliError> {
             cloud,
             node_classes,
             settings: args.operator_settings(),
+            interruption_queue,
         };
         operator
             .run(shutdown_signal(), |endpoints| {

@@ -271,6 +271,7 @@ impl Sandbox {
             instance_types: instance_types.clone(),
             cloud: Some(cloud.clone()),
             node_classes,
+            interruption_queue: None,
             settings: OperatorSettings {
                 provisioning: ProvisioningSettings {
                     batch: settings.batch,

@@ -94,6 +94,7 @@ fn mocked_provider(mock: &MockEc2, cluster: &str) -> (AwsCloudProvider, Arc<Unav
         ssm: mock_client!(aws_sdk_ssm, []),
         iam: mock_client!(aws_sdk_iam, []),
         pricing: mock_client!(aws_sdk_pricing, []),
+        sqs: mock_client!(aws_sdk_sqs, []),
     };
     provider(clients, cluster)
 }
@@ -410,6 +411,7 @@ async fn list_reads_every_page_of_describe_instances() {
         ssm: mock_client!(aws_sdk_ssm, []),
         iam: mock_client!(aws_sdk_iam, []),
         pricing: mock_client!(aws_sdk_pricing, []),
+        sqs: mock_client!(aws_sdk_sqs, []),
     };
     let (cloud, _) = provider(clients, "pages-cluster");
     let listed = cloud.list().await.unwrap();
@@ -456,6 +458,7 @@ async fn drift_of(instance: Ec2Instance) -> Option<DriftReason> {
         ssm: mock_client!(aws_sdk_ssm, []),
         iam: mock_client!(aws_sdk_iam, []),
         pricing: mock_client!(aws_sdk_pricing, []),
+        sqs: mock_client!(aws_sdk_sqs, []),
     };
     let (cloud, _) = provider(clients, "drift-cluster");
     let class = class("drift-class", &mock_net(), "");
@@ -500,6 +503,7 @@ async fn an_ami_that_is_no_longer_the_class_image_is_drift() {
         ssm: mock_client!(aws_sdk_ssm, []),
         iam: mock_client!(aws_sdk_iam, []),
         pricing: mock_client!(aws_sdk_pricing, []),
+        sqs: mock_client!(aws_sdk_sqs, []),
     };
     let (cloud, _) = provider(clients, "ami-drift-cluster");
     let class = class("ami-drift-class", &mock_net(), "");
@@ -553,6 +557,7 @@ async fn a_template_created_by_someone_else_meanwhile_is_described_and_used() {
         ssm: mock_client!(aws_sdk_ssm, []),
         iam: mock_client!(aws_sdk_iam, []),
         pricing: mock_client!(aws_sdk_pricing, []),
+        sqs: mock_client!(aws_sdk_sqs, []),
     };
     let (cloud, _) = provider(clients, "race-cluster");
     let class = class("race-class", &mock_net(), "");

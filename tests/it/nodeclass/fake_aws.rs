@@ -296,6 +296,7 @@ impl FakeAws {
                 ssm,
                 iam,
                 pricing,
+                sqs: mock_client!(aws_sdk_sqs, RuleMode::MatchAny, Vec::<&Rule>::new()),
             },
             launch_template_dry_runs: launch_template,
         }

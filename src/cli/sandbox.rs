@@ -50,6 +50,12 @@ pub struct SandboxArgs {
     /// with (and instance profiles named after).
     #[arg(long, default_value = "sandbox")]
     cluster_name: String,
+    /// With `--cloud-provider aws`: the SQS queue (its name) of interruption
+    /// events the controller polls, as `nodewright controller
+    /// --interruption-queue`. With the simulated cloud, inject messages with
+    /// `kubectl annotate node NODE sandbox.nodewright.io/interruption=KIND`.
+    #[arg(long, value_name = "NAME")]
+    interruption_queue: Option<String>,
     /// AWS region: its embedded catalog gives the instance types, zones and
     /// prices (us-east-1 or us-west-2).
     #[arg(long, default_value = "us-east-1")]
@@ -66,7 +72,7 @@ pub struct SandboxArgs {
     log_format: LogFormatArg,
 }
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum CloudProviderArg {
     /// In memory: instances of the embedded catalog's types.
     Simulated,
@@ -111,6 +117,7 @@ impl SandboxArgs {
             region: self.region.clone(),
             cluster_name: self.cluster_name.clone(),
             launch_delay: self.launch_delay,
+            interruption_queue: self.interruption_queue.clone(),
             ..SandboxSettings::default()
         }
         .with_register_delay(self.register_delay)
@@ -126,6 +133,9 @@ pub fn run(args: &SandboxArgs) -> Result<(), CliError> {
     let path = std::path::absolute(&args.kubeconfig)
         .map_err(|e| format!("--kubeconfig {}: {e}", args.kubeconfig.display()))?;
     refuse_foreign_kubeconfig(&path)?;
+    if args.interruption_queue.is_some() && args.cloud_provider == CloudProviderArg::Simulated {
+        return Err("--interruption-queue needs --cloud-provider aws; with the simulated cloud, inject messages with `kubectl annotate node NODE sandbox.nodewright.io/interruption=KIND`".into());
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

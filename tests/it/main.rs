@@ -31,6 +31,7 @@ mod provisioning;
 mod sandbox;
 mod sandbox_aws;
 mod sandbox_disruption;
+mod sandbox_interruption;
 mod sandbox_kubectl;
 mod simulate;
 mod simulate_disruption;

@@ -2,7 +2,8 @@
 //! EC2NodeClass controller makes the class Ready from moto's subnets,
 //! security groups, role and image; a Deployment's pods get NodeClaims,
 //! the NodeClaims become EC2 instances in moto, the kubelet registers their
-//! Nodes and the pods run; a deleted NodeClaim's instance is terminated.
+//! Nodes and the pods run; an instance the interruption queue says is
+//! stopping has its NodeClaim deleted and is terminated.
 
 use std::time::Duration;
 
@@ -129,6 +130,16 @@ async fn a_deployment_runs_on_instances_launched_in_moto() {
     }
     let clients = moto_clients().await;
     network(&clients).await;
+    // The interruption queue the sandbox's controller polls.
+    let queue_url = clients
+        .sqs
+        .create_queue()
+        .queue_name("sandbox-aws")
+        .send()
+        .await
+        .unwrap()
+        .queue_url
+        .unwrap();
     let dir = std::env::temp_dir().join(format!("nodewright-sandbox-aws-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("all.yaml"), MANIFESTS).unwrap();
@@ -145,6 +156,7 @@ async fn a_deployment_runs_on_instances_launched_in_moto() {
                 )),
             },
             kubelet_poll: Duration::from_millis(100),
+            interruption_queue: Some("sandbox-aws".to_string()),
             batch: BatchWindows {
                 idle: Duration::from_millis(100),
                 max: Duration::from_secs(1),
@@ -217,8 +229,20 @@ async fn a_deployment_runs_on_instances_launched_in_moto() {
         ec2.tags()
     );
 
-    claims
-        .delete(claim.metadata.name.as_deref().unwrap(), &Default::default())
+    // An instance stopping, as EventBridge tells it through the queue: the
+    // interruption controller deletes its NodeClaim, and the instance goes.
+    let stopping = serde_json::json!({
+        "version": "0", "id": "1", "detail-type": "EC2 Instance State-change Notification",
+        "source": "aws.ec2", "account": "123456789012", "time": "2026-11-26T12:00:00Z",
+        "region": "us-east-1", "resources": [],
+        "detail": {"instance-id": instance, "state": "stopping"}
+    });
+    clients
+        .sqs
+        .send_message()
+        .queue_url(&queue_url)
+        .message_body(stopping.to_string())
+        .send()
         .await
         .unwrap();
     eventually("the instance terminated in moto", || async {

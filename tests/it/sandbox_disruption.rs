@@ -14,14 +14,14 @@ use super::sandbox_kubectl::{kubectl, start_sandbox, until, until_within};
 
 /// A running sandbox, stopped (SIGTERM) and cleaned up when dropped, also
 /// when a test fails half-way.
-struct Sandbox {
+pub(crate) struct Sandbox {
     child: Child,
     dir: PathBuf,
     kubeconfig: PathBuf,
 }
 
 impl Sandbox {
-    fn start(name: &str) -> Option<Sandbox> {
+    pub(crate) fn start(name: &str) -> Option<Sandbox> {
         let (child, dir, kubeconfig, _) = start_sandbox(name)?;
         Some(Sandbox {
             child,
@@ -31,14 +31,14 @@ impl Sandbox {
     }
 
     /// `kubectl args`, which must succeed; its output.
-    fn ok(&self, args: &[&str]) -> String {
+    pub(crate) fn ok(&self, args: &[&str]) -> String {
         let (ok, text) = kubectl(&self.kubeconfig, args);
         assert!(ok, "kubectl {args:?}: {text}");
         text
     }
 
     /// `kubectl apply -f -` of `yaml`.
-    fn apply(&self, yaml: &str) {
+    pub(crate) fn apply(&self, yaml: &str) {
         let path = self.dir.join(format!("apply-{}.yaml", self.dir_entries()));
         std::fs::write(&path, yaml).unwrap();
         self.ok(&["apply", "-f", path.to_str().unwrap()]);
@@ -48,13 +48,13 @@ impl Sandbox {
         std::fs::read_dir(&self.dir).map_or(0, |d| d.count())
     }
 
-    fn kubeconfig(&self) -> &Path {
+    pub(crate) fn kubeconfig(&self) -> &Path {
         &self.kubeconfig
     }
 
     /// The quickstart's NodePool and EC2NodeClass in namespace `shop`,
     /// consolidating after 5 s, and `more` applied with them.
-    fn quickstart(&self, more: &[&str]) {
+    pub(crate) fn quickstart(&self, more: &[&str]) {
         self.ok(&["create", "namespace", "shop"]);
         let mut args = vec![
             "apply",
@@ -70,7 +70,7 @@ impl Sandbox {
         self.patch_pool(r#"{"spec":{"disruption":{"consolidateAfter":"5s"}}}"#);
     }
 
-    fn patch_pool(&self, patch: &str) {
+    pub(crate) fn patch_pool(&self, patch: &str) {
         self.ok(&[
             "patch",
             "nodepool",
@@ -83,7 +83,7 @@ impl Sandbox {
     }
 
     /// Waits until `count` pods labelled `app` run; their nodes.
-    fn running(&self, app: &str, count: usize) -> Vec<String> {
+    pub(crate) fn running(&self, app: &str, count: usize) -> Vec<String> {
         let selector = format!("app={app}");
         let text = until_within(
             self.kubeconfig(),
@@ -110,7 +110,7 @@ impl Sandbox {
 
     /// Waits for a `DisruptionBlocked` event on Node `node` whose message
     /// contains `needle`.
-    fn blocked(&self, node: &str, needle: &str) {
+    pub(crate) fn blocked(&self, node: &str, needle: &str) {
         let selector =
             format!("reason=DisruptionBlocked,involvedObject.kind=Node,involvedObject.name={node}");
         until_within(
@@ -129,7 +129,7 @@ impl Sandbox {
         );
     }
 
-    fn nodes(&self) -> Vec<String> {
+    pub(crate) fn nodes(&self) -> Vec<String> {
         self.ok(&["get", "nodes", "-o", "jsonpath={.items[*].metadata.name}"])
             .split_whitespace()
             .map(str::to_string)

@@ -132,14 +132,21 @@ fn event_of(kind: Kind) -> (EventType, &'static str, &'static str) {
     }
 }
 
-/// The interruption controller.
+/// The interruption controller: the queue's poller and the handler.
 pub struct InterruptionController {
+    /// The queue.
+    pub queue: Arc<Queue>,
+    /// What acts on the messages.
+    pub handler: InterruptionHandler,
+}
+
+/// Acts on interruption messages, from the queue or (in the sandbox)
+/// injected.
+pub struct InterruptionHandler {
     /// The API server.
     pub client: kube::Client,
     /// The shared cluster view: NodeClaims by provider ID, Nodes, NodePools.
     pub state: Arc<ClusterState>,
-    /// The queue.
-    pub queue: Arc<Queue>,
     /// The ICE cache and the reservations' availability.
     pub instance_types: Arc<InstanceTypeProvider>,
     /// Events.
@@ -158,18 +165,14 @@ impl InterruptionController {
         recorder: Recorder,
     ) -> Self {
         InterruptionController {
-            client,
-            state,
             queue,
-            instance_types,
-            recorder,
-            logged: Mutex::default(),
+            handler: InterruptionHandler::new(client, state, instance_types, recorder),
         }
     }
 
     /// Polls until the process ends.
     pub async fn run(self: Arc<Self>) {
-        self.state.synced().await;
+        self.handler.state.synced().await;
         let healthy = metrics()
             .interruption_queue_healthy
             .get_or_create(&labels(&[("queue", self.queue.name())]))
@@ -214,12 +217,15 @@ impl InterruptionController {
         if received.is_empty() {
             return;
         }
-        let claims = Arc::new(self.claims_by_instance());
+        let claims = Arc::new(self.handler.claims_by_instance());
         let handled: Vec<Received> = futures::stream::iter(received)
             .map(|message| {
                 let claims = claims.clone();
                 async move {
-                    let ok = self.handle(&message, &claims).await;
+                    let ok = self
+                        .handler
+                        .handle(&message.message_id, &message.parsed, message.body_len, &claims)
+                        .await;
                     ok.then_some(message)
                 }
             })
@@ -241,6 +247,31 @@ impl InterruptionController {
                 tracing::warn!(%error, code = error.label(), "cannot delete interruption messages; they will be handled again");
             }
         }
+    }
+}
+
+impl InterruptionHandler {
+    /// A handler acting through `client` on what `state` holds.
+    pub fn new(
+        client: kube::Client,
+        state: Arc<ClusterState>,
+        instance_types: Arc<InstanceTypeProvider>,
+        recorder: Recorder,
+    ) -> Self {
+        InterruptionHandler {
+            client,
+            state,
+            instance_types,
+            recorder,
+            logged: Mutex::default(),
+        }
+    }
+
+    /// Handles one parsed message body; whether it may be deleted (false:
+    /// an action failed, and the message should be handled again).
+    pub async fn handle_parsed(&self, id: &str, parsed: &Parsed, body_len: usize) -> bool {
+        let claims = self.claims_by_instance();
+        self.handle(id, parsed, body_len, &claims).await
     }
 
     /// The cluster state's NodeClaims by EC2 instance ID.
@@ -265,11 +296,13 @@ impl InterruptionController {
     /// Handles one message; whether it may be deleted.
     async fn handle(
         &self,
-        message: &Received,
+        message_id: &str,
+        parsed: &Parsed,
+        body_len: usize,
         claims: &HashMap<String, Vec<Arc<NodeClaim>>>,
     ) -> bool {
         let m = metrics();
-        let event = match &message.parsed {
+        let event = match parsed {
             Parsed::Known(event) => event,
             Parsed::Unknown(unknown) => {
                 m.interruption_received_messages
@@ -277,7 +310,7 @@ impl InterruptionController {
                     .inc();
                 let kind = format!("{} / {}", unknown.source(), unknown.detail_type());
                 self.log_once(&kind, || {
-                    tracing::info!(message = %message.message_id, kind = %kind, reason = %unknown.reason, "interruption message of a kind nodewright does not act on; deleted (logged once per kind)");
+                    tracing::info!(message = %message_id, kind = %kind, reason = %unknown.reason, "interruption message of a kind nodewright does not act on; deleted (logged once per kind)");
                 });
                 return true;
             }
@@ -287,7 +320,7 @@ impl InterruptionController {
                     .inc();
                 let kind = format!("malformed: {error}");
                 self.log_once(&kind, || {
-                    tracing::warn!(message = %message.message_id, bytes = message.body_len, %error, "malformed interruption message; deleted (logged once per problem)");
+                    tracing::warn!(message = %message_id, bytes = body_len, %error, "malformed interruption message; deleted (logged once per problem)");
                 });
                 return true;
             }

@@ -22,6 +22,7 @@
 pub mod apply;
 mod aws;
 pub mod binder;
+pub mod interruptions;
 pub mod kubelet;
 pub mod log;
 pub mod node;
@@ -98,6 +99,8 @@ pub struct SandboxSettings {
     /// How long an offering that ran out of capacity is not tried again
     /// (Karpenter's 3 minutes; tests shorten it).
     pub unavailable_offerings_ttl: Duration,
+    /// The SQS interruption queue the controller polls (AWS only).
+    pub interruption_queue: Option<String>,
 }
 
 impl Default for SandboxSettings {
@@ -117,6 +120,7 @@ impl Default for SandboxSettings {
             kubelet_poll: Duration::from_millis(200),
             batch: BatchWindows::default(),
             unavailable_offerings_ttl: crate::cloudprovider::UNAVAILABLE_OFFERINGS_TTL,
+            interruption_queue: None,
         }
     }
 }
@@ -222,6 +226,7 @@ impl Sandbox {
             unavailable.clone(),
         ));
         let kubernetes_version = format!("{major}.{minor}");
+        let mut interruption_queue = None;
         let (cloud, simulated, node_classes) = match settings.cloud {
             CloudChoice::Simulated => {
                 let simulated = Arc::new(SimulatedCloudProvider::new(
@@ -244,6 +249,9 @@ impl Sandbox {
                     &kubernetes_version,
                 )
                 .await;
+                interruption_queue = settings.interruption_queue.clone().map(|name| {
+                    Arc::new(interruption_queue::Queue::new(setup.clients.sqs.clone(), name))
+                });
                 (cloud, None, Some(setup))
             }
         };
@@ -271,7 +279,7 @@ impl Sandbox {
             instance_types: instance_types.clone(),
             cloud: Some(cloud.clone()),
             node_classes,
-            interruption_queue: None,
+            interruption_queue,
             settings: OperatorSettings {
                 provisioning: ProvisioningSettings {
                     batch: settings.batch,
@@ -318,6 +326,20 @@ impl Sandbox {
                     kubernetes_version,
                 },
             )
+            .run(),
+        );
+        tasks.spawn(
+            interruptions::Injector {
+                client: client.clone(),
+                state: state.clone(),
+                handler: crate::controllers::interruption::InterruptionHandler::new(
+                    client.clone(),
+                    state.clone(),
+                    instance_types.clone(),
+                    recorder("nodewright"),
+                ),
+                recorder: recorder("sandbox"),
+            }
             .run(),
         );
         let binder = Arc::new(Binder::new(

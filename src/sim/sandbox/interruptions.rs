@@ -1,0 +1,177 @@
+//! Interruption messages a sandbox user injects with `kubectl`, to see what
+//! their NodePools' interruption policies do without AWS:
+//!
+//! ```text
+//! kubectl annotate node NODE sandbox.nodewright.io/interruption=spot_interrupted
+//! ```
+//!
+//! The annotation is taken off, and an EventBridge event of that kind for
+//! the node's instance goes through the controller's own interruption
+//! handler, as if it had arrived on the queue. Kinds: `spot_interrupted`,
+//! `instance_stopped`, `instance_terminated`, `scheduled_change`,
+//! `rebalance_recommendation`, `capacity_reservation_interrupted`. Any other
+//! value gets a Warning event on the node listing them.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+use crate::cluster::ClusterState;
+use crate::controllers::interruption::InterruptionHandler;
+
+/// The annotation that injects a message.
+pub const INJECT_ANNOTATION_KEY: &str = "sandbox.nodewright.io/interruption";
+
+/// The kinds that can be injected.
+pub const KINDS: [&str; 6] = [
+    "spot_interrupted",
+    "instance_stopped",
+    "instance_terminated",
+    "scheduled_change",
+    "rebalance_recommendation",
+    "capacity_reservation_interrupted",
+];
+
+/// The EventBridge body of a message of `kind` for `instance`, as AWS
+/// sends it; `None` for a kind not in [`KINDS`].
+pub fn body_for(kind: &str, instance: &str) -> Option<String> {
+    let (source, detail_type, detail) = match kind {
+        "spot_interrupted" => (
+            "aws.ec2",
+            "EC2 Spot Instance Interruption Warning",
+            json!({"instance-id": instance, "instance-action": "terminate"}),
+        ),
+        "instance_stopped" => (
+            "aws.ec2",
+            "EC2 Instance State-change Notification",
+            json!({"instance-id": instance, "state": "stopping"}),
+        ),
+        "instance_terminated" => (
+            "aws.ec2",
+            "EC2 Instance State-change Notification",
+            json!({"instance-id": instance, "state": "shutting-down"}),
+        ),
+        "scheduled_change" => (
+            "aws.health",
+            "AWS Health Event",
+            json!({"service": "EC2", "eventTypeCategory": "scheduledChange",
+                   "eventTypeCode": "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED",
+                   "affectedEntities": [{"entityValue": instance}]}),
+        ),
+        "rebalance_recommendation" => (
+            "aws.ec2",
+            "EC2 Instance Rebalance Recommendation",
+            json!({"instance-id": instance}),
+        ),
+        "capacity_reservation_interrupted" => (
+            "aws.ec2",
+            "EC2 Capacity Reservation Instance Interruption Warning",
+            json!({"instance-id": instance, "instance-action": "terminate"}),
+        ),
+        _ => return None,
+    };
+    let time = k8s_openapi::jiff::Timestamp::now().round(k8s_openapi::jiff::Unit::Second);
+    Some(
+        json!({
+            "version": "0", "id": "sandbox", "detail-type": detail_type, "source": source,
+            "account": "000000000000", "time": time.map(|t| t.to_string()).unwrap_or_default(),
+            "region": "sandbox", "resources": [], "detail": detail
+        })
+        .to_string(),
+    )
+}
+
+/// Watches Nodes for [`INJECT_ANNOTATION_KEY`] and hands each injected
+/// message to the handler.
+pub struct Injector {
+    /// The API server.
+    pub client: kube::Client,
+    /// The sandbox's view of the cluster.
+    pub state: Arc<ClusterState>,
+    /// The controller's interruption handler.
+    pub handler: InterruptionHandler,
+    /// For the Warning on a kind that does not exist.
+    pub recorder: Recorder,
+}
+
+impl Injector {
+    /// Runs until the Node feed ends.
+    pub async fn run(self) {
+        let mut changes = std::pin::pin!(self.state.nodes.changes());
+        while let Some(node) = changes.next().await {
+            let Some(kind) = node.annotations().get(INJECT_ANNOTATION_KEY).cloned() else {
+                continue;
+            };
+            if let Err(error) = self.take_annotation(&node).await {
+                tracing::warn!(%error, node = %node.name_any(), "cannot take the interruption annotation off");
+                continue;
+            }
+            self.inject(&node, &kind).await;
+        }
+    }
+
+    async fn inject(&self, node: &Node, kind: &str) {
+        let instance = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.provider_id.as_deref())
+            .and_then(|p| p.rsplit('/').next())
+            .unwrap_or_default();
+        let Some(body) = body_for(kind, instance) else {
+            let note = format!(
+                "{INJECT_ANNOTATION_KEY}={kind:?} is not a kind the sandbox injects; use one of {}",
+                KINDS.join(", ")
+            );
+            let event = Event {
+                type_: EventType::Warning,
+                reason: "InterruptionNotInjected".to_string(),
+                note: Some(note),
+                action: "Interruption".to_string(),
+                secondary: None,
+            };
+            if let Err(error) = self.recorder.publish(&event, &node.object_ref(&())).await {
+                tracing::warn!(%error, "cannot publish event");
+            }
+            return;
+        };
+        tracing::info!(node = %node.name_any(), %instance, kind, "injecting an interruption message");
+        let parsed = interruption::parse(&body);
+        self.handler
+            .handle_parsed("sandbox", &parsed, body.len())
+            .await;
+    }
+
+    async fn take_annotation(&self, node: &Node) -> Result<(), kube::Error> {
+        let patch = json!({"metadata": {"annotations": {INJECT_ANNOTATION_KEY: null}}});
+        Api::<Node>::all(self.client.clone())
+            .patch(
+                &node.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+            .map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_injects_a_message_of_that_kind_for_the_instance() {
+        for kind in KINDS {
+            let body = body_for(kind, "i-0123").unwrap();
+            let parsed = interruption::parse(&body);
+            let event = parsed.known().unwrap_or_else(|| panic!("{kind}: {parsed:?}"));
+            assert_eq!(event.kind().as_str(), kind);
+            assert_eq!(event.instance_ids(), ["i-0123"]);
+        }
+        assert!(body_for("meteor_strike", "i-0123").is_none());
+    }
+}

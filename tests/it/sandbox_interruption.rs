@@ -48,7 +48,13 @@ fn injected_interruptions_follow_the_node_pools_policy() {
     annotate(&second[0], "scheduled_change");
     until_within(
         sandbox.kubeconfig(),
-        &["get", "node", &second[0], "-o", "jsonpath={.spec.unschedulable}"],
+        &[
+            "get",
+            "node",
+            &second[0],
+            "-o",
+            "jsonpath={.spec.unschedulable}",
+        ],
         Duration::from_secs(60),
         |t| t.trim() == "true",
     );
@@ -60,7 +66,15 @@ fn injected_interruptions_follow_the_node_pools_policy() {
     );
     until_within(
         sandbox.kubeconfig(),
-        &["get", "events", "-A", "--field-selector", &selector, "-o", "name"],
+        &[
+            "get",
+            "events",
+            "-A",
+            "--field-selector",
+            &selector,
+            "-o",
+            "name",
+        ],
         Duration::from_secs(30),
         |t| !t.trim().is_empty(),
     );

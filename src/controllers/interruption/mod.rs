@@ -224,7 +224,12 @@ impl InterruptionController {
                 async move {
                     let ok = self
                         .handler
-                        .handle(&message.message_id, &message.parsed, message.body_len, &claims)
+                        .handle(
+                            &message.message_id,
+                            &message.parsed,
+                            message.body_len,
+                            &claims,
+                        )
                         .await;
                     ok.then_some(message)
                 }

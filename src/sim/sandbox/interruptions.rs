@@ -168,7 +168,9 @@ mod tests {
         for kind in KINDS {
             let body = body_for(kind, "i-0123").unwrap();
             let parsed = interruption::parse(&body);
-            let event = parsed.known().unwrap_or_else(|| panic!("{kind}: {parsed:?}"));
+            let event = parsed
+                .known()
+                .unwrap_or_else(|| panic!("{kind}: {parsed:?}"));
             assert_eq!(event.kind().as_str(), kind);
             assert_eq!(event.instance_ids(), ["i-0123"]);
         }

@@ -250,7 +250,10 @@ impl Sandbox {
                 )
                 .await;
                 interruption_queue = settings.interruption_queue.clone().map(|name| {
-                    Arc::new(interruption_queue::Queue::new(setup.clients.sqs.clone(), name))
+                    Arc::new(interruption_queue::Queue::new(
+                        setup.clients.sqs.clone(),
+                        name,
+                    ))
                 });
                 (cloud, None, Some(setup))
             }

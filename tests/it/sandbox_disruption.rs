@@ -16,7 +16,7 @@ use super::sandbox_kubectl::{kubectl, start_sandbox, until, until_within};
 /// when a test fails half-way.
 pub(crate) struct Sandbox {
     child: Child,
-    dir: PathBuf,
+    pub(crate) dir: PathBuf,
     kubeconfig: PathBuf,
 }
 
@@ -409,4 +409,76 @@ fn a_node_past_expire_after_is_replaced() {
         now.iter().all(|n| !first.contains(n)),
         "{first:?} -> {now:?}"
     );
+}
+
+#[test]
+fn simulate_disruption_on_a_snapshot_decides_what_the_controller_then_does() {
+    let Some(sandbox) = Sandbox::start("disruption-snapshot") else {
+        return;
+    };
+    sandbox.quickstart(&["examples/quickstart/web.yaml"]);
+    // Long enough that the controller does nothing before the snapshot.
+    sandbox.patch_pool(r#"{"spec":{"disruption":{"consolidateAfter":"1h"}}}"#);
+    let first = sandbox.running("web", 8);
+    sandbox.ok(&["scale", "deployment", "web", "-n", "shop", "--replicas=1"]);
+    sandbox.running("web", 1);
+
+    // The snapshot a user takes, and simulate's decision two hours on.
+    let snapshot = sandbox.ok(&[
+        "get",
+        "nodepools,ec2nodeclasses,nodeclaims,nodes,namespaces,pods,deployments,replicasets,daemonsets,pdb",
+        "-A",
+        "-o",
+        "yaml",
+    ]);
+    let path = sandbox.dir.join("snapshot.yaml");
+    std::fs::write(&path, snapshot).unwrap();
+    let at = (k8s_openapi::jiff::Timestamp::now()
+        + k8s_openapi::jiff::SignedDuration::from_hours(2))
+    .to_string();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_nodewright"))
+        .args(["simulate"])
+        .arg(&path)
+        .args(["--disruption", "--at", &at, "--output", "json"])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let decisions = json["disruption"]["decisions"].as_array().unwrap();
+    assert_eq!(decisions.len(), 1, "{decisions:?}");
+    let decision = &decisions[0];
+    assert_eq!(decision["method"], "single-node-consolidation");
+    assert_eq!(decision["decision"], "replace");
+    assert_eq!(decision["candidates"][0]["node"], first[0].as_str());
+    let planned = decision["replacements"][0]["instanceType"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    // The controller, once consolidateAfter allows, does the same.
+    sandbox.patch_pool(r#"{"spec":{"disruption":{"consolidateAfter":"5s"}}}"#);
+    let types = until_within(
+        sandbox.kubeconfig(),
+        &[
+            "get",
+            "nodes",
+            "-o",
+            "jsonpath={range .items[*]}{.metadata.name}={.metadata.labels.node\\.kubernetes\\.io/instance-type} {end}",
+        ],
+        Duration::from_secs(150),
+        |t| {
+            let nodes: Vec<&str> = t.split_whitespace().collect();
+            nodes.len() == 1 && !nodes[0].starts_with(&format!("{}=", first[0]))
+        },
+    );
+    let launched = types.trim().split('=').nth(1).unwrap_or_default();
+    assert_eq!(
+        launched, planned,
+        "simulate planned {planned}, the controller launched {launched}"
+    );
+    sandbox.running("web", 1);
 }

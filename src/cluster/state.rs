@@ -294,6 +294,17 @@ impl ClusterState {
         self.tracking_mut().created.insert(name, Arc::new(claim));
     }
 
+    /// Whether NodeClaim `name` was created here and the watch has not
+    /// shown it yet.
+    pub fn is_created_unwatched(&self, name: &str) -> bool {
+        self.tracking().created.contains_key(name)
+            && self
+                .node_claims
+                .store()
+                .get(&kube::runtime::reflector::ObjectRef::new(name))
+                .is_none()
+    }
+
     /// Marks a node as about to be deleted: it takes no new pods.
     pub fn mark_for_deletion(&self, node: &str) {
         self.tracking_mut()

@@ -168,14 +168,8 @@ fn replacements_ready(state: &ClusterState, replacements: &[String]) -> Option<b
     let mut all = true;
     for name in replacements {
         let Some(claim) = state.node_claims.store().get(&ObjectRef::new(name)) else {
-            // Not watched yet, or deleted: the snapshot still has it while
-            // it was created here and not yet watched.
-            if state
-                .snapshot()
-                .node_claims
-                .iter()
-                .any(|c| c.name_any() == *name)
-            {
+            // Not watched yet, or deleted.
+            if state.is_created_unwatched(name) {
                 all = false;
                 continue;
             }

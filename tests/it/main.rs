@@ -12,6 +12,7 @@ mod cluster_state;
 mod controller;
 mod deploy;
 mod disruption_marking;
+mod disruption_orchestration;
 mod extensions;
 mod filter_cli;
 mod fixture;

@@ -136,8 +136,16 @@ impl DisruptionController {
         tracing::info!(replacements = ?started.replacements, nodeclaims = ?names, "replacing nodes");
         let this = self.clone();
         tokio::spawn(async move {
-            orchestration::finish(&this.client, &this.state, started, this.replacement_timeout)
-                .await;
+            if orchestration::finish(
+                &this.client,
+                &this.state,
+                &started,
+                this.replacement_timeout,
+            )
+            .await
+            {
+                orchestration::hold_while_draining(&this.state, &started).await;
+            }
         });
         Ok(names)
     }

@@ -36,6 +36,9 @@ const POLL: Duration = Duration::from_secs(1);
 /// How long a replacement stays held after its candidates are gone, for
 /// their pods to bind.
 const HOLD_AFTER: Duration = Duration::from_secs(30);
+/// The longest a replacement is held while its candidates drain (a drain
+/// that takes longer leaves it to the usual marks).
+const HOLD_MAX: Duration = Duration::from_secs(3600);
 
 /// A replace command whose replacements were created.
 pub struct Started {
@@ -80,13 +83,13 @@ pub async fn start(
 }
 
 /// Waits for `started`'s replacements to initialize, then deletes its
-/// candidates' NodeClaims and holds the replacements while the candidates
-/// drain; rolls back if a replacement is deleted or `timeout` passes.
-/// Whether the candidates were deleted.
+/// candidates' NodeClaims; rolls back if a replacement is deleted or
+/// `timeout` passes. Whether the candidates were deleted (then
+/// [`hold_while_draining`] keeps the replacements for their pods).
 pub async fn finish(
     client: &Client,
     state: &ClusterState,
-    started: Started,
+    started: &Started,
     timeout: Duration,
 ) -> bool {
     let deadline = Instant::now() + timeout;
@@ -130,13 +133,13 @@ pub async fn finish(
             }
         }
     }
-    hold_while_draining(state, &started).await;
     deleted
 }
 
 /// Keeps the replacements out of disruption while any candidate's Node is
-/// still there, and [`HOLD_AFTER`] longer.
-async fn hold_while_draining(state: &ClusterState, started: &Started) {
+/// still there (at most [`HOLD_MAX`]), and [`HOLD_AFTER`] longer.
+pub async fn hold_while_draining(state: &ClusterState, started: &Started) {
+    let deadline = Instant::now() + HOLD_MAX;
     loop {
         let hold = |period| {
             for name in &started.replacements {
@@ -152,7 +155,7 @@ async fn hold_while_draining(state: &ClusterState, started: &Started) {
             .candidates
             .iter()
             .any(|c| state.nodes.store().get(&ObjectRef::new(&c.name)).is_some());
-        if !draining {
+        if !draining || Instant::now() >= deadline {
             hold(HOLD_AFTER);
             return;
         }

@@ -142,7 +142,7 @@ async fn started(c: &Cluster) -> Started {
     let started = start(
         &c.client,
         &c.state,
-        &[c.pool.clone()],
+        std::slice::from_ref(&c.pool),
         replace(&c.candidate),
     )
     .await

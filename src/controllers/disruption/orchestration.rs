@@ -25,7 +25,7 @@ use crate::apis::{NodeClaim, NodePool};
 use crate::cluster::ClusterState;
 use crate::controllers::ControllerError;
 use crate::controllers::nodeclaim::{delete_claim, nodes_of, record_disrupted};
-use crate::controllers::provisioning::{generate_name, node_claim_object};
+use crate::controllers::provisioning::{count_created, generate_name, node_claim_object};
 use crate::metrics::{labels, metrics};
 
 /// How long replacements may take to initialize before the command is
@@ -211,14 +211,7 @@ async fn create_replacements(
         let created = api.create(&PostParams::default(), &object).await?;
         let name = created.name_any();
         state.record_created(created);
-        metrics()
-            .nodeclaims_created
-            .get_or_create(&labels(&[
-                ("reason", &command.method.reason().to_lowercase()),
-                ("nodepool", &planned.node_pool),
-                ("min_values_relaxed", "false"),
-            ]))
-            .inc();
+        count_created(&planned.node_pool, &command.method.reason().to_lowercase());
         tracing::info!(
             nodeclaim = %name,
             nodepool = %planned.node_pool,

@@ -26,7 +26,7 @@ use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Client, Resource, ResourceExt};
 
 pub use batcher::{BatchWindows, Batcher};
-pub use node_claims::{generate_name, node_claim_object};
+pub use node_claims::{count_created, generate_name, node_claim_object};
 
 use super::ControllerError;
 use crate::apis::{NodeClaim, NodePool};
@@ -306,14 +306,7 @@ impl Provisioner {
             let name = created.name_any();
             self.state.nominate_all(&planned.pods, &name, period);
             self.state.record_created(created);
-            metrics()
-                .nodeclaims_created
-                .get_or_create(&labels(&[
-                    ("reason", "provisioning"),
-                    ("nodepool", &planned.node_pool),
-                    ("min_values_relaxed", "false"),
-                ]))
-                .inc();
+            count_created(&planned.node_pool, "provisioning");
             tracing::info!(
                 nodeclaim = %name,
                 nodepool = %planned.node_pool,

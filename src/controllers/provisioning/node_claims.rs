@@ -43,6 +43,20 @@ pub fn generate_name(pool: &str) -> String {
     format!("{pool}-{suffix}")
 }
 
+/// Counts a NodeClaim created for `reason` (`provisioning`, or a
+/// disruption reason for a replacement) in
+/// `karpenter_nodeclaims_created_total`.
+pub fn count_created(node_pool: &str, reason: &str) {
+    crate::metrics::metrics()
+        .nodeclaims_created
+        .get_or_create(&crate::metrics::labels(&[
+            ("reason", reason),
+            ("nodepool", node_pool),
+            ("min_values_relaxed", "false"),
+        ]))
+        .inc();
+}
+
 /// The NodeClaim object for `planned`, a NodeClaim of `pool`, named `name`.
 pub fn node_claim_object(pool: &NodePool, planned: &NewNodeClaim, name: String) -> NodeClaim {
     let template = &pool.spec.template;

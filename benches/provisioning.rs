@@ -243,6 +243,7 @@ fn operator(server: &ApiServer, windows: BatchWindows) -> Operator {
         cloud: Some(cloud),
         node_classes: None,
         interruption_queue: None,
+        instance_status: None,
         settings: OperatorSettings {
             provisioning: ProvisioningSettings {
                 batch: windows,

@@ -105,6 +105,10 @@ pub struct Metrics {
     pub interruption_message_queue_duration: Histograms,
     /// `nodewright_interruption_actions_total{message_type, action}`.
     pub interruption_actions: Counters,
+    /// `karpenter_interruption_instance_status_unhealthy_total{category}`:
+    /// unhealthy instance statuses found by polling, each once per instance
+    /// while it lasts.
+    pub interruption_instance_status_unhealthy: Counters,
     /// `nodewright_interruption_queue_healthy{queue}`: 1 while the queue
     /// can be read, 0 while it cannot.
     pub interruption_queue_healthy: Gauges,
@@ -175,6 +179,10 @@ impl Metrics {
         let interruption_deleted_messages = counters(
             "karpenter_interruption_deleted_messages",
             "Interruption queue messages deleted after handling",
+        );
+        let interruption_instance_status_unhealthy = counters(
+            "karpenter_interruption_instance_status_unhealthy",
+            "Unique unhealthy instance statuses found by DescribeInstanceStatus, by status check category",
         );
         let interruption_actions = counters(
             "nodewright_interruption_actions",
@@ -298,6 +306,7 @@ impl Metrics {
             interruption_deleted_messages,
             interruption_message_queue_duration,
             interruption_actions,
+            interruption_instance_status_unhealthy,
             interruption_queue_healthy,
         }
     }

@@ -15,6 +15,7 @@ pub mod errors;
 pub mod filters;
 pub mod instance;
 pub mod instance_profile;
+pub mod instance_status;
 pub mod instance_types;
 pub mod launch_template;
 pub mod pricing;

@@ -81,6 +81,9 @@ pub struct Operator {
     pub settings: OperatorSettings,
     /// The interruption queue to poll (`--interruption-queue`), if any.
     pub interruption_queue: Option<Arc<interruption_queue::Queue>>,
+    /// Instance status polling (`DescribeInstanceStatus`), with the AWS
+    /// cloud provider; `None` runs no instance status controller.
+    pub instance_status: Option<controllers::interruption::instance_status::InstanceStatusPolling>,
 }
 
 /// The endpoints' bound addresses, for callers that asked for port 0.
@@ -255,6 +258,22 @@ impl Operator {
                 set.spawn(async move {
                     interrupter.run().await;
                     "interruption"
+                });
+            }
+            if let Some(polling) = self.instance_status.clone() {
+                use controllers::interruption::{InterruptionHandler, instance_status};
+                let handler = InterruptionHandler::new(
+                    self.client.clone(),
+                    state.clone(),
+                    self.instance_types.clone(),
+                    recorder.clone(),
+                );
+                let poller = Arc::new(instance_status::InstanceStatusController::new(
+                    polling, handler,
+                ));
+                set.spawn(async move {
+                    poller.run().await;
+                    "interruption.instancestatus"
                 });
             }
             let expiration = context("nodeclaim.expiration");

@@ -17,6 +17,7 @@ mod extensions;
 mod filter_cli;
 mod fixture;
 mod instance_profile_gc;
+mod instance_status;
 mod interruption;
 mod kubectl;
 mod moto;

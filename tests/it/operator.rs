@@ -201,6 +201,7 @@ fn operator_on(
         cloud: Some(cloud),
         node_classes: None,
         interruption_queue: None,
+        instance_status: None,
         settings: OperatorSettings {
             provisioning: ProvisioningSettings {
                 batch: BatchWindows {

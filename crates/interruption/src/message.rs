@@ -38,17 +38,30 @@ pub enum Kind {
     /// A Capacity Reservation interruption warning:
     /// `capacity_reservation_interrupted`.
     CapacityReservationInterrupted,
+    /// A failed instance status check, impaired for two minutes:
+    /// `instance_status`. Found by polling `DescribeInstanceStatus`, never
+    /// parsed from the queue.
+    InstanceStatus,
+    /// A failed system status check, impaired for two minutes:
+    /// `system_status`. Found by polling, as [`Kind::InstanceStatus`].
+    SystemStatus,
+    /// A scheduled instance event (reboot, maintenance, retirement, stop):
+    /// `event_status`. Found by polling, as [`Kind::InstanceStatus`].
+    EventStatus,
 }
 
 impl Kind {
     /// Every kind, e.g. to initialise metric series.
-    pub const ALL: [Self; 6] = [
+    pub const ALL: [Self; 9] = [
         Self::SpotInterrupted,
         Self::RebalanceRecommendation,
         Self::ScheduledChange,
         Self::InstanceStopped,
         Self::InstanceTerminated,
         Self::CapacityReservationInterrupted,
+        Self::InstanceStatus,
+        Self::SystemStatus,
+        Self::EventStatus,
     ];
 
     /// The stable label of the kind.
@@ -60,6 +73,9 @@ impl Kind {
             Self::InstanceStopped => "instance_stopped",
             Self::InstanceTerminated => "instance_terminated",
             Self::CapacityReservationInterrupted => "capacity_reservation_interrupted",
+            Self::InstanceStatus => "instance_status",
+            Self::SystemStatus => "system_status",
+            Self::EventStatus => "event_status",
         }
     }
 }

@@ -367,6 +367,9 @@ fn metric_labels_match_karpenter() {
             "instance_stopped",
             "instance_terminated",
             "capacity_reservation_interrupted",
+            "instance_status",
+            "system_status",
+            "event_status",
         ]
     );
     assert_eq!(Kind::InstanceStopped.to_string(), "instance_stopped");

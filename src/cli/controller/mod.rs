@@ -18,6 +18,7 @@ use crate::aws::instance_types::InstanceTypeProvider;
 use crate::aws::pricing::PricingProvider;
 use crate::cloudprovider::simulated::{SimulatedCloudProvider, SimulatedSettings};
 use crate::cloudprovider::{CloudProvider, UnavailableOfferings};
+use crate::controllers::interruption::instance_status::InstanceStatusPolling;
 use crate::extensions::Extensions;
 use crate::operator::Operator;
 
@@ -57,6 +58,7 @@ pub fn run(args: &ControllerArgs) -> Result<(), CliError> {
             .clone()
             .filter(|q| !q.is_empty());
         let mut interruption_queue = None;
+        let mut instance_status = None;
         let (instance_types, cloud, node_classes): (_, Option<Arc<dyn CloudProvider>>, _) =
             match args.cloud_provider {
                 CloudProviderKind::Simulated => {
@@ -93,6 +95,7 @@ pub fn run(args: &ControllerArgs) -> Result<(), CliError> {
                     interruption_queue = queue_name.map(|name| {
                         Arc::new(interruption_queue::Queue::new(clients.sqs.clone(), name))
                     });
+                    instance_status = Some(InstanceStatusPolling::new(clients.ec2.clone()));
                     // The live catalog: read once now (falling back to the
                     // embedded one if EC2 cannot be read), then refreshed.
                     let pricing =
@@ -132,6 +135,7 @@ pub fn run(args: &ControllerArgs) -> Result<(), CliError> {
             node_classes,
             settings: args.operator_settings(),
             interruption_queue,
+            instance_status,
         };
         operator
             .run(shutdown_signal(), |endpoints| {

@@ -11,6 +11,8 @@
 //! | capacity-reservation interruption | NodeClaim deleted, the reservation marked full |
 //! | AWS Health scheduled change | the NodePool's policy: `Drain` (default), `Cordon` or `Ignore` |
 //! | rebalance recommendation | the NodePool's policy: `Ignore` (default: an event), `Cordon` or `Drain` |
+//! | instance or system status check failed for 2 minutes ([`instance_status`]) | forceful, as a spot interruption |
+//! | scheduled instance event ([`instance_status`]) | as an AWS Health scheduled change |
 //!
 //! Each gets Karpenter's event on the Node and the NodeClaim. A message is
 //! deleted once handled; one that names no NodeClaim of ours, an unknown
@@ -19,6 +21,7 @@
 //! poller backs off (with jitter) and resumes by itself, and
 //! `nodewright_interruption_queue_healthy` says which state it is in.
 
+pub mod instance_status;
 pub mod policy;
 
 use std::collections::{BTreeSet, HashMap};
@@ -27,7 +30,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
-use interruption::{Event, Kind, Parsed};
+use interruption::{Kind, Parsed};
 use interruption_queue::{Backoff, Queue, Received};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
@@ -91,7 +94,8 @@ pub fn action_for(kind: Kind, pool: Option<&std::collections::BTreeMap<String, S
         Kind::InstanceStopped | Kind::InstanceTerminated | Kind::CapacityReservationInterrupted => {
             Action::Drain
         }
-        Kind::ScheduledChange => of(policies.scheduled_change),
+        Kind::InstanceStatus | Kind::SystemStatus => Action::Forceful,
+        Kind::ScheduledChange | Kind::EventStatus => of(policies.scheduled_change),
         Kind::RebalanceRecommendation => of(policies.rebalance),
     }
 }
@@ -109,7 +113,7 @@ fn event_of(kind: Kind) -> (EventType, &'static str, &'static str) {
             "SpotRebalanceRecommendation",
             "Spot rebalance recommendation was triggered",
         ),
-        Kind::ScheduledChange => (
+        Kind::ScheduledChange | Kind::InstanceStatus | Kind::SystemStatus | Kind::EventStatus => (
             EventType::Warning,
             "InstanceUnhealthy",
             "An unhealthy warning was triggered for the instance",
@@ -280,7 +284,7 @@ impl InterruptionHandler {
     }
 
     /// The cluster state's NodeClaims by EC2 instance ID.
-    fn claims_by_instance(&self) -> HashMap<String, Vec<Arc<NodeClaim>>> {
+    pub(crate) fn claims_by_instance(&self) -> HashMap<String, Vec<Arc<NodeClaim>>> {
         let mut out: HashMap<String, Vec<Arc<NodeClaim>>> = HashMap::new();
         for claim in self.state.node_claims.all() {
             let Some(id) = claim
@@ -336,7 +340,7 @@ impl InterruptionHandler {
         let mut ok = true;
         for id in event.instance_ids() {
             for claim in claims.get(id).into_iter().flatten() {
-                if let Err(error) = self.act(event, claim).await {
+                if let Err(error) = self.act(event.kind(), claim).await {
                     tracing::warn!(%error, nodeclaim = %claim.name_any(), kind = event.kind().as_str(), "cannot act on an interruption message; it will be handled again");
                     ok = false;
                 }
@@ -352,9 +356,8 @@ impl InterruptionHandler {
         ok
     }
 
-    /// Acts on `claim` for `event`.
-    async fn act(&self, event: &Event, claim: &NodeClaim) -> Result<(), ControllerError> {
-        let kind = event.kind();
+    /// Acts on `claim` for a signal of `kind`.
+    pub(crate) async fn act(&self, kind: Kind, claim: &NodeClaim) -> Result<(), ControllerError> {
         let pool = claim
             .labels()
             .get(NODE_POOL_LABEL_KEY)
@@ -567,6 +570,15 @@ mod tests {
             action_for(Kind::RebalanceRecommendation, Some(&cordon)),
             Action::Drain
         );
+        // Polled statuses: failed checks are forced, events follow the
+        // scheduled-change policy.
+        assert_eq!(
+            action_for(Kind::SystemStatus, Some(&cordon)),
+            Action::Forceful
+        );
+        assert_eq!(action_for(Kind::InstanceStatus, None), Action::Forceful);
+        assert_eq!(action_for(Kind::EventStatus, None), Action::Drain);
+        assert_eq!(action_for(Kind::EventStatus, Some(&cordon)), Action::Cordon);
     }
 
     #[test]

@@ -44,6 +44,7 @@ use crate::aws::instance_types::InstanceTypeProvider;
 use crate::cloudprovider::simulated::{SimulatedCloudProvider, SimulatedSettings};
 use crate::cloudprovider::{CloudProvider, UnavailableOfferings};
 use crate::cluster::ClusterState;
+use crate::controllers::interruption::instance_status::InstanceStatusPolling;
 use crate::controllers::provisioning::{BatchWindows, ProvisioningSettings};
 use crate::extensions::Extensions;
 use crate::operator::{Endpoints, Operator, OperatorSettings};
@@ -227,6 +228,7 @@ impl Sandbox {
         ));
         let kubernetes_version = format!("{major}.{minor}");
         let mut interruption_queue = None;
+        let mut instance_status = None;
         let (cloud, simulated, node_classes) = match settings.cloud {
             CloudChoice::Simulated => {
                 let simulated = Arc::new(SimulatedCloudProvider::new(
@@ -255,6 +257,7 @@ impl Sandbox {
                         name,
                     ))
                 });
+                instance_status = Some(InstanceStatusPolling::new(setup.clients.ec2.clone()));
                 (cloud, None, Some(setup))
             }
         };
@@ -283,6 +286,7 @@ impl Sandbox {
             cloud: Some(cloud.clone()),
             node_classes,
             interruption_queue,
+            instance_status,
             settings: OperatorSettings {
                 provisioning: ProvisioningSettings {
                     batch: settings.batch,

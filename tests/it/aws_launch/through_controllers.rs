@@ -96,6 +96,7 @@ async fn a_pending_pod_launches_an_instance_in_moto_and_its_deletion_terminates_
         cloud: Some(std::sync::Arc::new(cloud)),
         node_classes: None,
         interruption_queue: None,
+        instance_status: None,
         settings: OperatorSettings {
             provisioning: ProvisioningSettings {
                 batch: BatchWindows {

@@ -196,3 +196,114 @@ where
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// Polls `check` as [`eventually_within`]; on timeout, fails with what the
+/// API server behind `client` holds (NodeClaims, Nodes, pods, events), so
+/// a failure in CI says what the cluster looked like.
+pub async fn eventually_showing<T, F, Fut>(
+    client: &kube::Client,
+    what: &str,
+    limit: Duration,
+    mut check: F,
+) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        if let Some(found) = check().await {
+            return found;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            panic!(
+                "timed out waiting for {what}; the cluster:\n{}",
+                cluster_dump(client).await
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// One line per NodeClaim, Node and pod, and the latest events.
+pub async fn cluster_dump(client: &kube::Client) -> String {
+    use k8s_openapi::api::core::v1::{Event, Pod};
+    use kube::api::ListParams;
+    let lp = ListParams::default();
+    let mut out = String::new();
+    let claims = Api::<NodeClaim>::all(client.clone()).list(&lp).await;
+    for claim in claims.map(|l| l.items).unwrap_or_default() {
+        let status = claim.status.clone().unwrap_or_default();
+        let conditions: Vec<String> = status
+            .conditions
+            .iter()
+            .flatten()
+            .map(|c| {
+                format!(
+                    "{}={:?}({})",
+                    c.type_,
+                    c.status,
+                    c.reason.as_deref().unwrap_or("")
+                )
+            })
+            .collect();
+        out += &format!(
+            "NodeClaim {} deleting={} provider={:?} node={:?} taints={:?} {}\n",
+            claim.metadata.name.as_deref().unwrap_or(""),
+            claim.metadata.deletion_timestamp.is_some(),
+            status.provider_id,
+            status.node_name,
+            claim.spec.taints,
+            conditions.join(" ")
+        );
+    }
+    let nodes = Api::<Node>::all(client.clone()).list(&lp).await;
+    for node in nodes.map(|l| l.items).unwrap_or_default() {
+        let spec = node.spec.clone().unwrap_or_default();
+        let ready = node
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+            .map(|c| c.status.clone());
+        let taints: Vec<String> = spec
+            .taints
+            .iter()
+            .flatten()
+            .map(|t| format!("{}:{}", t.key, t.effect))
+            .collect();
+        out += &format!(
+            "Node {} deleting={} provider={:?} unschedulable={:?} ready={:?} taints={:?}\n",
+            node.metadata.name.as_deref().unwrap_or(""),
+            node.metadata.deletion_timestamp.is_some(),
+            spec.provider_id,
+            spec.unschedulable,
+            ready,
+            taints
+        );
+    }
+    let pods = Api::<Pod>::all(client.clone()).list(&lp).await;
+    for pod in pods.map(|l| l.items).unwrap_or_default() {
+        out += &format!(
+            "Pod {}/{} phase={:?} node={:?} deleting={}\n",
+            pod.metadata.namespace.as_deref().unwrap_or(""),
+            pod.metadata.name.as_deref().unwrap_or(""),
+            pod.status.as_ref().and_then(|s| s.phase.clone()),
+            pod.spec.as_ref().and_then(|s| s.node_name.clone()),
+            pod.metadata.deletion_timestamp.is_some()
+        );
+    }
+    let events = Api::<Event>::all(client.clone()).list(&lp).await;
+    let events = events.map(|l| l.items).unwrap_or_default();
+    for event in events.iter().rev().take(40).rev() {
+        out += &format!(
+            "Event {} {}/{} {} {}\n",
+            event.type_.as_deref().unwrap_or(""),
+            event.involved_object.kind.as_deref().unwrap_or(""),
+            event.involved_object.name.as_deref().unwrap_or(""),
+            event.reason.as_deref().unwrap_or(""),
+            event.message.as_deref().unwrap_or("")
+        );
+    }
+    out
+}

@@ -104,13 +104,14 @@ fn fast(manifests: &Manifests) -> SandboxSettings {
     .with_register_delay(Duration::ZERO)
 }
 
-/// Polls `check` until it returns `Some`, for at most a minute.
-async fn eventually<T, F, Fut>(what: &str, check: F) -> T
+/// Polls `check` until it returns `Some`, for at most a minute; on timeout
+/// the failure shows what the sandbox behind `client` holds.
+async fn eventually<T, F, Fut>(client: &kube::Client, what: &str, check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
 {
-    crate::fixture::eventually_within(what, Duration::from_secs(60), check).await
+    crate::fixture::eventually_showing(client, what, Duration::from_secs(60), check).await
 }
 
 fn running(pod: &Pod) -> bool {
@@ -125,7 +126,8 @@ fn condition_true(conditions: Option<&Vec<nodewright::apis::Condition>>, type_: 
 }
 
 async fn running_pods(api: &Api<Pod>, app: &str, count: usize) -> Vec<Pod> {
-    eventually(&format!("{count} {app} pods Running"), || async {
+    let client = api.clone().into_client();
+    eventually(&client, &format!("{count} {app} pods Running"), || async {
         let pods = api
             .list(&ListParams::default().labels(&format!("app={app}")))
             .await
@@ -155,7 +157,7 @@ async fn a_deployment_gets_nodes_and_its_pods_run() {
 
     // The NodeClaim controller marks claims initialized as their nodes come
     // up; pods may bind a moment before it has written that.
-    let (nodes, claims) = eventually("every NodeClaim Ready", || async {
+    let (nodes, claims) = eventually(&client, "every NodeClaim Ready", || async {
         let nodes = Api::<Node>::all(client.clone())
             .list(&ListParams::default())
             .await
@@ -309,8 +311,9 @@ async fn a_pod_nothing_fits_is_marked_unschedulable_and_stays_pending() {
         ],
     );
     let sandbox = Sandbox::start(fast(&manifests)).await.unwrap();
-    let pods: Api<Pod> = Api::namespaced(sandbox.client(), "default");
-    let message = eventually("the pod marked unschedulable", || async {
+    let client = sandbox.client();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let message = eventually(&client, "the pod marked unschedulable", || async {
         let pods = pods
             .list(&ListParams::default().labels("app=huge"))
             .await
@@ -393,7 +396,7 @@ async fn a_deleted_node_claim_drains_its_node_and_the_pods_run_again_elsewhere()
     let before = running_pods(&pods, "web", 2).await;
     let old_node = before[0].spec.as_ref().unwrap().node_name.clone().unwrap();
     let claims: Api<NodeClaim> = Api::all(client.clone());
-    let claim = eventually("the node's NodeClaim", || async {
+    let claim = eventually(&client, "the node's NodeClaim", || async {
         claims
             .list(&ListParams::default())
             .await
@@ -413,7 +416,7 @@ async fn a_deleted_node_claim_drains_its_node_and_the_pods_run_again_elsewhere()
     // The node is drained and removed, its instance terminated, and the
     // Deployment's pods come back Running on a node launched for them.
     let nodes: Api<Node> = Api::all(client.clone());
-    eventually("the old node removed", || async {
+    eventually(&client, "the old node removed", || async {
         nodes
             .get_opt(&old_node)
             .await
@@ -422,7 +425,7 @@ async fn a_deleted_node_claim_drains_its_node_and_the_pods_run_again_elsewhere()
             .then_some(())
     })
     .await;
-    let after = eventually("the pods Running on another node", || async {
+    let after = eventually(&client, "the pods Running on another node", || async {
         let pods = pods
             .list(&ListParams::default().labels("app=web"))
             .await
@@ -540,7 +543,7 @@ async fn an_instance_terminated_behind_nodewrights_back_is_replaced() {
     // The node goes with its instance, its claim is collected, and the
     // Deployment's pods run again on a node launched for them.
     let nodes: Api<Node> = Api::all(client.clone());
-    eventually("the old node removed", || async {
+    eventually(&client, "the old node removed", || async {
         nodes
             .get_opt(&old_node)
             .await
@@ -550,7 +553,7 @@ async fn an_instance_terminated_behind_nodewrights_back_is_replaced() {
     })
     .await;
     let claims: Api<NodeClaim> = Api::all(client.clone());
-    eventually("the orphaned claim collected", || async {
+    eventually(&client, "the orphaned claim collected", || async {
         let left = claims.list(&ListParams::default()).await.unwrap().items;
         left.iter()
             .all(|c| {
@@ -560,7 +563,7 @@ async fn an_instance_terminated_behind_nodewrights_back_is_replaced() {
             .then_some(())
     })
     .await;
-    eventually("the pods Running on another node", || async {
+    eventually(&client, "the pods Running on another node", || async {
         let list = pods
             .list(&ListParams::default().labels("app=web"))
             .await

@@ -116,10 +116,11 @@ spec:
 /// Polls `check` until it returns `Some`; moto is one process shared by
 /// every test running at once, so the bound is generous.
 async fn eventually<T, Fut: std::future::Future<Output = Option<T>>>(
+    client: &kube::Client,
     what: &str,
     check: impl FnMut() -> Fut,
 ) -> T {
-    crate::fixture::eventually_within(what, Duration::from_secs(150), check).await
+    crate::fixture::eventually_showing(client, what, Duration::from_secs(150), check).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -170,7 +171,7 @@ async fn a_deployment_runs_on_instances_launched_in_moto() {
     let client = sandbox.client();
 
     let classes: Api<EC2NodeClass> = Api::all(client.clone());
-    eventually("the class Ready from moto's resources", || async {
+    eventually(&client, "the class Ready from moto's resources", || async {
         let class = classes.get("default").await.ok()?;
         let status = class.status?;
         let ready = status
@@ -183,7 +184,7 @@ async fn a_deployment_runs_on_instances_launched_in_moto() {
     .await;
 
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    let running = eventually("2 web pods Running", || async {
+    let running = eventually(&client, "2 web pods Running", || async {
         let list = pods
             .list(&ListParams::default().labels("app=web"))
             .await
@@ -245,7 +246,7 @@ async fn a_deployment_runs_on_instances_launched_in_moto() {
         .send()
         .await
         .unwrap();
-    eventually("the instance terminated in moto", || async {
+    eventually(&client, "the instance terminated in moto", || async {
         let described = clients
             .ec2
             .describe_instances()

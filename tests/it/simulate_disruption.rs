@@ -827,3 +827,37 @@ fn the_snapshot_example_keeps_nodes_its_pdb_protects() {
         json["cluster"]
     );
 }
+
+// Karpenter's multi-node `filterOutSameInstanceType`: two m5.large nodes
+// whose pods fit on one are not both replaced by a new m5.large; one is
+// deleted and its pods move to the other.
+#[test]
+fn nodes_are_not_replaced_by_one_of_their_own_type_when_deleting_one_will_do() {
+    let mut only_m5_large = pool("default", default_disruption(), &["on-demand"]);
+    only_m5_large["spec"]["template"]["spec"]["requirements"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large"]}));
+    let mut docs = vec![only_m5_large, class()];
+    for name in ["a", "b"] {
+        let spec = NodeSpec {
+            name,
+            instance_type: "m5.large",
+            capacity_type: "on-demand",
+            pods: &[("p", "500m")],
+        };
+        node(&spec, "default", &mut docs);
+    }
+    let out = run(&docs, false);
+    let first = &out.disruption.decisions[0];
+    assert_eq!(
+        (
+            first.method.as_str(),
+            first.decision.as_str(),
+            first.candidates.len()
+        ),
+        ("single-node-consolidation", "delete", 1),
+        "{:?}",
+        decisions(&out)
+    );
+}

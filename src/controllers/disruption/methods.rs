@@ -507,6 +507,31 @@ fn consolidate(
                 .cloned()
                 .collect();
         }
+        if candidates.len() > 1 {
+            // Several nodes into one of a type among theirs: keep the
+            // cheapest such node and delete the others instead (fewer pods
+            // move), unless the replacement is cheaper than it (Karpenter's
+            // `filterOutSameInstanceType`).
+            let same_type_price = candidates
+                .iter()
+                .filter(|c| {
+                    replacement
+                        .instance_type_options
+                        .iter()
+                        .any(|o| o.name == c.instance_type)
+                })
+                .map(|c| c.price)
+                .fold(f64::INFINITY, f64::min);
+            replacement
+                .instance_type_options
+                .retain(|o| o.price < same_type_price);
+            if replacement.instance_type_options.is_empty() {
+                return Err((
+                    KeptReason::NoCheaperOption,
+                    "one node of a type these nodes already run would replace them; deleting the others moves fewer pods".to_string(),
+                ));
+            }
+        }
         if replacement.instance_type_options.is_empty() {
             let cheaper = fitting.iter().any(|o| o.price < before);
             let message = if cheaper {

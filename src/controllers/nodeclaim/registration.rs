@@ -2,7 +2,11 @@
 //! claim's labels, annotations and taints (unless the node opts out with
 //! `karpenter.sh/do-not-sync-taints`), the termination finalizer and an owner
 //! reference are synced onto it, the `karpenter.sh/unregistered` taint is
-//! removed, and the node is labelled `karpenter.sh/registered`.
+//! removed, and the node is labelled `karpenter.sh/registered`. Startup
+//! taints are synced only onto a node without that label: a pass that read
+//! the claim before its registration was written must not put them back
+//! after the daemon that owns them removed them (the node would never be
+//! initialized).
 
 use k8s_openapi::api::core::v1::{Node, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
@@ -133,10 +137,12 @@ fn taints(node: &Node) -> Vec<Taint> {
 }
 
 /// `node` with the claim's labels, annotations, taints, finalizer and owner
-/// reference, without the unregistered taint, labelled registered.
+/// reference, without the unregistered taint, labelled registered. Startup
+/// taints are added only to a node not labelled registered yet.
 pub fn synced_node(claim: &NodeClaim, node: &Node) -> Node {
     let mut out = node.clone();
     let labels = out.metadata.labels.get_or_insert_with(Default::default);
+    let registered_before = labels.contains_key(NODE_REGISTERED_LABEL_KEY);
     let sync_taints = labels
         .get(NODE_DO_NOT_SYNC_TAINTS_LABEL_KEY)
         .map(String::as_str)
@@ -168,15 +174,16 @@ pub fn synced_node(claim: &NodeClaim, node: &Node) -> Node {
     {
         owners.push(owner);
     }
+    // Startup taints go on once, with the registered label: whatever removes
+    // them later (the daemon that owns them) is not undone by a pass that
+    // read the claim before its registration was written.
+    let startup = (!registered_before)
+        .then_some(claim.spec.startup_taints.iter().flatten())
+        .into_iter()
+        .flatten();
     let mut taints = taints(&out);
     if sync_taints {
-        for taint in claim
-            .spec
-            .taints
-            .iter()
-            .flatten()
-            .chain(claim.spec.startup_taints.iter().flatten())
-        {
+        for taint in claim.spec.taints.iter().flatten().chain(startup) {
             let present = taints
                 .iter()
                 .any(|t| t.key == taint.key && t.effect == taint.effect);
@@ -189,4 +196,62 @@ pub fn synced_node(claim: &NodeClaim, node: &Node) -> Node {
     let spec = out.spec.get_or_insert_with(Default::default);
     spec.taints = (!taints.is_empty()).then_some(taints);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claim() -> NodeClaim {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": "c", "uid": "u1"},
+            "spec": {
+                "requirements": [],
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                "taints": [{"key": "dedicated", "value": "db", "effect": "NoSchedule"}],
+                "startupTaints": [{"key": "agent.example.com/starting", "effect": "NoSchedule"}]
+            }
+        }))
+        .expect("a NodeClaim")
+    }
+
+    fn node(labels: serde_json::Value, taints: serde_json::Value) -> Node {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "n", "labels": labels},
+            "spec": {"taints": taints}
+        }))
+        .expect("a Node")
+    }
+
+    fn taint_keys(node: &Node) -> Vec<String> {
+        taints(node).into_iter().map(|t| t.key).collect()
+    }
+
+    #[test]
+    fn a_new_node_gets_the_claims_taints_and_startup_taints_instead_of_unregistered() {
+        let registering = node(
+            serde_json::json!({}),
+            serde_json::json!([{"key": UNREGISTERED_TAINT_KEY, "effect": "NoExecute"}]),
+        );
+        let synced = synced_node(&claim(), &registering);
+        assert_eq!(
+            taint_keys(&synced),
+            ["dedicated", "agent.example.com/starting"]
+        );
+        assert_eq!(synced.labels()[NODE_REGISTERED_LABEL_KEY], "true");
+    }
+
+    #[test]
+    fn startup_taints_removed_after_registration_are_not_put_back() {
+        // The owning daemon removed the startup taint from a registered node;
+        // a pass that read the claim before its registration was written
+        // syncs it again.
+        let registered = node(
+            serde_json::json!({NODE_REGISTERED_LABEL_KEY: "true"}),
+            serde_json::json!([{"key": "dedicated", "value": "db", "effect": "NoSchedule"}]),
+        );
+        let synced = synced_node(&claim(), &registered);
+        assert_eq!(taint_keys(&synced), ["dedicated"]);
+    }
 }

@@ -132,9 +132,9 @@ impl Provisioner {
     }
 
     /// Runs until the pod feed ends: every provisionable pod change is
-    /// converted for the scheduler and triggers the batcher, and so does
-    /// every [`ProvisioningSettings::requeue`] while a pod stays
-    /// provisionable; every closed batch runs one round, planned ahead
+    /// converted for the scheduler and triggers the batcher, and so do
+    /// every [`ProvisioningSettings::requeue`] and every NodePool or
+    /// EC2NodeClass change while a pod stays provisionable; every closed batch runs one round, planned ahead
     /// when its pods pause for half the idle window.
     pub async fn run(self: Arc<Self>) {
         let feeder = {
@@ -146,6 +146,19 @@ impl Provisioner {
                         this.planner.converted.refresh(&pod);
                         this.batcher.trigger();
                     }
+                }
+            }
+        };
+        // A NodePool or EC2NodeClass that changes (becomes ready, is
+        // widened) may place pods a round just left pending.
+        let templates = async {
+            self.state.synced().await;
+            let pools = self.state.node_pools.changes().map(|_| ());
+            let classes = self.state.node_classes.changes().map(|_| ());
+            let mut changes = std::pin::pin!(futures::stream::select(pools, classes));
+            while changes.next().await.is_some() {
+                if self.state.pods.all().iter().any(|p| is_provisionable(p)) {
+                    self.batcher.trigger();
                 }
             }
         };
@@ -191,6 +204,7 @@ impl Provisioner {
         };
         tokio::select! {
             _ = feeder => {}
+            _ = templates => {}
             _ = requeue => {}
             _ = rounds => {}
         }

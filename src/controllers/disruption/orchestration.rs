@@ -20,10 +20,10 @@ use kube::{Client, ResourceExt};
 use super::candidates::Candidate;
 use super::methods::{Command, Method};
 use crate::apis::conditions::{NODE_CLAIM_INITIALIZED, is_condition_true};
-use crate::apis::labels::DISRUPTED_TAINT_KEY;
 use crate::apis::{NodeClaim, NodePool};
 use crate::cluster::ClusterState;
 use crate::controllers::ControllerError;
+use crate::controllers::node::with_disrupted_taint;
 use crate::controllers::nodeclaim::{delete_claim, nodes_of, record_disrupted};
 use crate::controllers::provisioning::{count_created, generate_name, node_claim_object};
 use crate::metrics::{labels, metrics};
@@ -246,25 +246,14 @@ pub async fn set_disrupted_taint(
         let Some(node) = api.get_opt(name).await? else {
             return Ok(());
         };
-        let mut taints: Vec<Taint> = node
+        let current: Vec<Taint> = node
             .spec
             .as_ref()
             .and_then(|s| s.taints.clone())
             .unwrap_or_default();
-        let has = taints
-            .iter()
-            .any(|t| t.key == DISRUPTED_TAINT_KEY && t.effect == "NoSchedule");
-        if has == on {
+        let Some(taints) = with_disrupted_taint(&current, on) else {
             return Ok(());
-        }
-        taints.retain(|t| t.key != DISRUPTED_TAINT_KEY);
-        if on {
-            taints.push(Taint {
-                key: DISRUPTED_TAINT_KEY.to_string(),
-                effect: "NoSchedule".to_string(),
-                ..Taint::default()
-            });
-        }
+        };
         let patch = serde_json::json!({
             "metadata": {"resourceVersion": node.metadata.resource_version},
             "spec": {"taints": taints},

@@ -16,6 +16,35 @@ pub use termination::{reconcile, run};
 
 use crate::controllers::nodeclaim::NodeClaimContext;
 
+/// `taints` with `karpenter.sh/disrupted:NoSchedule` added (`on`) or
+/// removed, or `None` when they already are so: what the termination
+/// controller and a disruption command write to a Node.
+pub fn with_disrupted_taint(
+    taints: &[k8s_openapi::api::core::v1::Taint],
+    on: bool,
+) -> Option<Vec<k8s_openapi::api::core::v1::Taint>> {
+    use crate::apis::labels::DISRUPTED_TAINT_KEY;
+    let has = taints
+        .iter()
+        .any(|t| t.key == DISRUPTED_TAINT_KEY && t.effect == "NoSchedule");
+    if has == on {
+        return None;
+    }
+    let mut out: Vec<_> = taints
+        .iter()
+        .filter(|t| t.key != DISRUPTED_TAINT_KEY)
+        .cloned()
+        .collect();
+    if on {
+        out.push(k8s_openapi::api::core::v1::Taint {
+            key: DISRUPTED_TAINT_KEY.to_string(),
+            effect: "NoSchedule".to_string(),
+            ..Default::default()
+        });
+    }
+    Some(out)
+}
+
 /// Publishes a Warning event about `node` (a failed drain, a blocked
 /// repair); a failure to publish is logged, never fatal.
 async fn warn(ctx: &NodeClaimContext, node: &Node, action: &str, reason: &str, note: &str) {

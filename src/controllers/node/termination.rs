@@ -19,8 +19,8 @@ use kube::runtime::watcher;
 use super::drain::{DRAIN_RETRY, Removal, next_tier, remove};
 use crate::apis::conditions::{NODE_CLAIM_DRAINED, NODE_CLAIM_INSTANCE_TERMINATING, set_condition};
 use crate::apis::labels::{
-    DISRUPTED_TAINT_KEY, EXCLUDE_FROM_LOAD_BALANCERS_LABEL_KEY,
-    NODE_CLAIM_TERMINATION_TIMESTAMP_ANNOTATION_KEY, NODE_POOL_LABEL_KEY, TERMINATION_FINALIZER,
+    EXCLUDE_FROM_LOAD_BALANCERS_LABEL_KEY, NODE_CLAIM_TERMINATION_TIMESTAMP_ANNOTATION_KEY,
+    NODE_POOL_LABEL_KEY, TERMINATION_FINALIZER,
 };
 use crate::apis::{ConditionStatus, NodeClaim};
 use crate::cluster::pods::is_waiting_eviction;
@@ -222,28 +222,21 @@ fn termination_deadline(claim: &NodeClaim) -> Option<i64> {
 /// Cordons the node, adds the disrupted taint and the load-balancer
 /// exclusion label, unless they are there already.
 async fn taint_and_cordon(ctx: &NodeClaimContext, node: &Node) -> Result<(), ControllerError> {
-    let mut taints: Vec<Taint> = node
+    let current: Vec<Taint> = node
         .spec
         .as_ref()
         .and_then(|s| s.taints.clone())
         .unwrap_or_default();
-    let tainted = taints
-        .iter()
-        .any(|t| t.key == DISRUPTED_TAINT_KEY && t.effect == "NoSchedule");
+    let retainted = super::with_disrupted_taint(&current, true);
     let cordoned = node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true);
     let labelled = node
         .labels()
         .get(EXCLUDE_FROM_LOAD_BALANCERS_LABEL_KEY)
         .is_some();
-    if tainted && cordoned && labelled {
+    if retainted.is_none() && cordoned && labelled {
         return Ok(());
     }
-    taints.retain(|t| t.key != DISRUPTED_TAINT_KEY);
-    taints.push(Taint {
-        key: DISRUPTED_TAINT_KEY.to_string(),
-        effect: "NoSchedule".to_string(),
-        ..Taint::default()
-    });
+    let taints = retainted.unwrap_or(current);
     let patch = serde_json::json!({
         "metadata": {
             "resourceVersion": node.metadata.resource_version,

@@ -66,7 +66,7 @@ struct Harness {
     nodes: Api<Node>,
     controller: InstanceStatusController,
     _driver: tokio::task::JoinHandle<()>,
-    _server: apiserver_double::ApiServer,
+    server: apiserver_double::ApiServer,
 }
 
 impl Drop for Harness {
@@ -143,7 +143,7 @@ async fn harness(instances: &[(&str, &str)], ec2: aws_sdk_ec2::Client) -> Harnes
         nodes,
         controller: InstanceStatusController::new(polling, handler),
         _driver: driver,
-        _server: server,
+        server,
     }
 }
 
@@ -298,6 +298,16 @@ async fn failed_checks_delete_forcefully_and_events_drain_or_cordon_by_pool() {
     assert!(!deleting(&stateful), "{stateful:?}");
     let node = h.node("i-stateful").await;
     assert_eq!(node.spec.and_then(|s| s.unschedulable), Some(true));
+    // Karpenter's event for every kind found by polling, on Node and NodeClaim.
+    for name in ["node-i-system", "claim-i-system", "node-i-stateful"] {
+        let events = h.server.objects("events.k8s.io", "events");
+        assert!(
+            events
+                .iter()
+                .any(|e| e["regarding"]["name"] == name && e["reason"] == "InstanceUnhealthy"),
+            "{name}"
+        );
+    }
     let healthy = h.claim("i-healthy").await;
     assert!(!deleting(&healthy) && !annotated(&healthy));
 

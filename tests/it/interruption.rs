@@ -116,7 +116,7 @@ struct Harness {
     url: String,
     unavailable: Arc<UnavailableOfferings>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
-    _server: apiserver_double::ApiServer,
+    server: apiserver_double::ApiServer,
 }
 
 impl Harness {
@@ -202,7 +202,7 @@ impl Harness {
             url,
             unavailable,
             tasks,
-            _server: server,
+            server,
         })
     }
 
@@ -250,6 +250,20 @@ impl Harness {
                 .unwrap_or(0)
         })
         .sum()
+    }
+
+    /// The reasons of the events recorded about `kind` object `name`.
+    fn reasons(&self, kind: &str, name: &str) -> Vec<String> {
+        let mut reasons: Vec<String> = self
+            .server
+            .objects("events.k8s.io", "events")
+            .iter()
+            .filter(|e| e["regarding"]["kind"] == kind && e["regarding"]["name"] == name)
+            .filter_map(|e| e["reason"].as_str().map(str::to_string))
+            .collect();
+        reasons.sort();
+        reasons.dedup();
+        reasons
     }
 
     fn healthy(&self) -> f64 {
@@ -351,6 +365,28 @@ async fn each_kind_gets_its_action_and_the_rest_is_consumed_harmlessly() {
         "a rebalance recommendation is an event only"
     );
     assert_eq!(h.healthy(), 1.0);
+    // Karpenter's events, on the Node and the NodeClaim alike.
+    let expected: [(&str, &[&str]); 5] = [
+        ("1", &["SpotInterrupted", "TerminatingOnInterruption"]),
+        ("2", &["InstanceUnhealthy"]),
+        ("3", &["SpotRebalanceRecommendation"]),
+        ("4", &["InstanceStopping", "TerminatingOnInterruption"]),
+        ("5", &["InstanceUnhealthy", "TerminatingOnInterruption"]),
+    ];
+    for (n, reasons) in expected {
+        let id = format!("i-0000000000000000{n}");
+        for (kind, name) in [
+            ("Node", format!("node-{id}")),
+            ("NodeClaim", format!("claim-{id}")),
+        ] {
+            let seen = eventually_within("the events recorded", WAIT, || async {
+                let seen = h.reasons(kind, &name);
+                (seen.len() >= reasons.len()).then_some(seen)
+            })
+            .await;
+            assert_eq!(seen, reasons, "{kind} {name}");
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

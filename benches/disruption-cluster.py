@@ -7,6 +7,7 @@ the capacity is idle, spread unevenly (some nodes nearly full, some nearly
 empty, some empty). Deterministic (SplitMix64, seed 7).
 
     benches/disruption-cluster.py 1000 > /tmp/disruption-1000.yaml
+    benches/disruption-cluster.py 1000 --repack > /tmp/repack-1000.yaml   # lower bound
     /usr/bin/time -f "wall=%e maxrss_kb=%M" target/release/nodewright simulate \\
         /tmp/disruption-1000.yaml --disruption --at 2026-11-26T12:00:00Z --output json \\
         | python3 -c 'import json,sys; d=json.load(sys.stdin)["disruption"]; \\
@@ -49,7 +50,12 @@ class Rng:
 
 
 def main():
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
+    args = [a for a in sys.argv[1:] if a != "--repack"]
+    # --repack: the same pods, pending, and no nodes: `simulate` on it packs
+    # every pod from scratch, the lower bound the disruption pass is
+    # measured against.
+    repack = "--repack" in sys.argv[1:]
+    n = int(args[0]) if args else 1000
     rng = Rng(7)
     out = sys.stdout
     docs = [
@@ -84,7 +90,8 @@ def main():
                       for t in ("Launched", "Registered", "Initialized")]
         resources = {"cpu": str(cpu), "memory": f"{mem}Gi", "pods": "110"}
         allocatable = {"cpu": f"{acpu}m", "memory": f"{amem}Gi", "pods": "110"}
-        out.write("---\n" + json.dumps({
+        if not repack:
+            out.write("---\n" + json.dumps({
             "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
             "metadata": {"name": f"default-{i:05d}", "labels": labels, "creationTimestamp": "2026-11-19T11:59:00Z"},
             "spec": {"expireAfter": "720h", "requirements": [],
@@ -92,7 +99,8 @@ def main():
             "status": {"providerID": provider, "nodeName": node, "capacity": resources,
                        "allocatable": allocatable, "conditions": conditions,
                        "lastPodEventTime": "2026-11-19T12:00:00Z"}}) + "\n")
-        out.write("---\n" + json.dumps({
+        if not repack:
+            out.write("---\n" + json.dumps({
             "apiVersion": "v1", "kind": "Node", "metadata": {"name": node, "labels": labels},
             "spec": {"providerID": provider},
             "status": {"capacity": resources, "allocatable": allocatable,
@@ -107,12 +115,15 @@ def main():
             if used + pcpu > fill * acpu:
                 break
             used += pcpu
+            spec = {"containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10",
+                                    "resources": {"requests": {"cpu": f"{pcpu}m", "memory": f"{pmem}Mi"}}}]}
+            if not repack:
+                spec["nodeName"] = node
             out.write("---\n" + json.dumps({
                 "apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": f"app-{i}-{j}", "namespace": "default", "labels": {"app": f"app-{i % 50}"}},
-                "spec": {"nodeName": node, "containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10",
-                         "resources": {"requests": {"cpu": f"{pcpu}m", "memory": f"{pmem}Mi"}}}]},
-                "status": {"phase": "Running"}}) + "\n")
+                "spec": spec,
+                "status": {"phase": "Running" if not repack else "Pending"}}) + "\n")
             j += 1
 
 

@@ -584,10 +584,6 @@ fn policies_keep_nodes_and_say_which_field() {
             "WhenEmpty",
         ),
         (json!({"consolidateAfter": "Never"}), "Never"),
-        (
-            json!({"consolidateAfter": "30s", "consolidationPolicy": "Balanced"}),
-            "Balanced",
-        ),
     ] {
         let out = run(&cluster(disruption.clone(), &nodes), false);
         assert!(decisions(&out).is_empty(), "{disruption}");
@@ -860,4 +856,71 @@ fn nodes_are_not_replaced_by_one_of_their_own_type_when_deleting_one_will_do() {
         "{:?}",
         decisions(&out)
     );
+}
+
+fn balanced(policy: &str) -> Value {
+    json!({"consolidateAfter": "30s", "consolidationPolicy": policy, "budgets": [{"nodes": "100%"}]})
+}
+
+// Karpenter v1.14's Balanced: a move saving a small share of the pool's
+// cost for a large share of its disruption is not made; the same cluster
+// under WhenEmptyOrUnderutilized is consolidated.
+#[test]
+fn balanced_refuses_moves_that_save_little_for_much_disruption() {
+    let names = ["a", "b", "c", "d"];
+    let pods: Vec<[(String, &str); 2]> = names
+        .iter()
+        .map(|n| [(format!("{n}1"), "1500m"), (format!("{n}2"), "1500m")])
+        .collect();
+    let pod_refs: Vec<Vec<(&str, &str)>> = pods
+        .iter()
+        .map(|p| p.iter().map(|(n, c)| (n.as_str(), *c)).collect())
+        .collect();
+    let nodes: Vec<NodeSpec> = names
+        .iter()
+        .zip(&pod_refs)
+        .map(|(name, pods)| NodeSpec {
+            name,
+            instance_type: "m5.xlarge",
+            capacity_type: "on-demand",
+            pods,
+        })
+        .collect();
+    let underutilized = run(
+        &cluster(balanced("WhenEmptyOrUnderutilized"), &nodes),
+        false,
+    );
+    assert!(
+        !decisions(&underutilized).is_empty(),
+        "a cheaper packing exists"
+    );
+    let out = run(&cluster(balanced("Balanced"), &nodes), false);
+    assert!(decisions(&out).is_empty(), "{:?}", decisions(&out));
+    for name in names {
+        let kept = out.disruption.kept.iter().find(|k| k.node == name).unwrap();
+        assert_eq!(kept.reason, "policy", "{name}");
+        assert!(kept.message.contains("Balanced"), "{}", kept.message);
+    }
+}
+
+#[test]
+fn balanced_makes_moves_that_save_as_much_as_they_disrupt() {
+    let nodes = [
+        NodeSpec {
+            name: "a",
+            instance_type: "m5.2xlarge",
+            capacity_type: "on-demand",
+            pods: &[("p1", "1")],
+        },
+        NodeSpec {
+            name: "b",
+            instance_type: "m5.2xlarge",
+            capacity_type: "on-demand",
+            pods: &[("p2", "1")],
+        },
+    ];
+    let out = run(&cluster(balanced("Balanced"), &nodes), false);
+    let first = out.disruption.decisions.first().expect("a consolidation");
+    assert!(first.price_per_hour_after < first.price_per_hour_before);
+    assert!(first.method.contains("consolidation"), "{}", first.method);
 }

@@ -124,6 +124,9 @@ pub struct Candidate {
     /// Karpenter's disruption cost: the pods' eviction costs times the
     /// share of its lifetime left; cheaper candidates go first.
     pub disruption_cost: f64,
+    /// Karpenter's `RescheduleDisruptionCost`, what `Balanced` weighs: 1
+    /// for the node plus its pods' positive eviction costs.
+    pub reschedule_cost: f64,
     /// Its marks.
     pub marks: Marks,
 }
@@ -315,6 +318,7 @@ fn candidate(
         price,
         pods: reschedulable.iter().map(|p| pod_key(p)).collect(),
         disruption_cost: cost * lifetime_remaining(claim, now),
+        reschedule_cost: super::balanced::node_disruption_cost(reschedulable.iter().copied()),
         marks: marks(claim, pool),
     })
 }
@@ -396,7 +400,7 @@ fn pdb_blocks(pods: &[&Arc<K8sPod>], pdbs: &[Arc<PodDisruptionBudget>]) -> Optio
 
 /// Karpenter's `EvictionCost`: 1, plus the pod's deletion cost and
 /// priority scaled down, clamped to [-10, 10].
-fn eviction_cost(pod: &K8sPod) -> f64 {
+pub(crate) fn eviction_cost(pod: &K8sPod) -> f64 {
     let mut cost = 1.0;
     if let Some(deletion) = pod
         .annotations()

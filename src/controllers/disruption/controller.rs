@@ -325,6 +325,7 @@ mod tests {
             price: 0.192,
             pods: Vec::new(),
             disruption_cost: 1.0,
+            reschedule_cost: 1.0,
             marks: Marks::default(),
         }
     }

@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
+use super::balanced::{self, PoolTotals};
 use super::candidates::{Candidate, KeptReason};
 use crate::apis::nodepool::{ConsolidationPolicy, DisruptionReason};
 use crate::scheduling::{InstanceType, Model, NewNodeClaim, Pod, PodKey, SchedulingResult};
@@ -154,6 +155,8 @@ pub struct PassContext<'a> {
     pub min_values_strict: bool,
     /// Each NodePool's instance-type priority scores (pools with scorers).
     pub scores: &'a BTreeMap<String, Arc<HashMap<String, i32>>>,
+    /// Each NodePool's cost and disruption totals, for `Balanced`.
+    pub totals: &'a BTreeMap<String, PoolTotals>,
 }
 
 /// A budget reason as a map key.
@@ -434,20 +437,12 @@ fn consolidatable(ctx: &PassContext, c: &Candidate) -> Result<(), Verdict> {
         ));
     }
     match policy(c) {
-        ConsolidationPolicy::WhenEmptyOrUnderutilized => {}
+        ConsolidationPolicy::WhenEmptyOrUnderutilized | ConsolidationPolicy::Balanced => {}
         ConsolidationPolicy::WhenEmpty => {
             return Err((
                 KeptReason::Policy,
                 format!(
                     "NodePool {pool:?} has consolidationPolicy WhenEmpty and the node runs pods; set WhenEmptyOrUnderutilized to consolidate it"
-                ),
-            ));
-        }
-        ConsolidationPolicy::Balanced => {
-            return Err((
-                KeptReason::Policy,
-                format!(
-                    "NodePool {pool:?}: spec.disruption.consolidationPolicy Balanced is not supported yet; use WhenEmptyOrUnderutilized or WhenEmpty"
                 ),
             ));
         }
@@ -660,7 +655,9 @@ pub fn multi_node(ctx: &PassContext, candidates: &[&Candidate]) -> Option<Comman
     let mut best = None;
     while lo <= hi {
         let mid = lo + (hi - lo) / 2;
-        match consolidate(ctx, Method::MultiNodeConsolidation, &eligible[..mid]) {
+        let found = consolidate(ctx, Method::MultiNodeConsolidation, &eligible[..mid])
+            .and_then(|command| balanced_approves(ctx, command));
+        match found {
             Ok(command) => {
                 best = Some(command);
                 lo = mid + 1;
@@ -669,6 +666,40 @@ pub fn multi_node(ctx: &PassContext, candidates: &[&Candidate]) -> Option<Comman
         }
     }
     best
+}
+
+/// `command`, if every `Balanced` pool it touches approves it.
+fn balanced_approves(ctx: &PassContext, command: Command) -> Result<Command, Verdict> {
+    balanced::approve(&command, ctx.totals)
+        .map(|()| command)
+        .map_err(|message| (KeptReason::Policy, message))
+}
+
+/// Whether deleting `c` outright — the best any move on it can do — would
+/// pass its pool's `Balanced` score; other policies always may.
+fn could_pass_balanced(ctx: &PassContext, c: &Candidate) -> Result<(), Verdict> {
+    if policy(c) != ConsolidationPolicy::Balanced {
+        return Ok(());
+    }
+    let pool = c.node_pool.metadata.name.clone().unwrap_or_default();
+    let totals = ctx.totals.get(&pool).copied().unwrap_or_default();
+    if totals.cost <= 0.0 {
+        return Ok(());
+    }
+    let best = balanced::score_move(c.price, c.reschedule_cost, totals);
+    if best.approved() {
+        return Ok(());
+    }
+    Err((
+        KeptReason::Policy,
+        format!(
+            "NodePool {pool:?} is Balanced: even deleting the node saves {:.1}% of the pool's cost for {:.1}% of its disruption cost (score {:.2}, under {:.2})",
+            best.savings_fraction * 100.0,
+            best.disruption_fraction * 100.0,
+            best.value(),
+            1.0 / balanced::BALANCED_K
+        ),
+    ))
 }
 
 /// Single-node consolidation: the first candidate (cheapest to disrupt
@@ -683,7 +714,13 @@ pub fn single_node(
             note(verdicts, c.name.clone(), verdict);
             continue;
         }
-        match consolidate(ctx, Method::SingleNodeConsolidation, &[c]) {
+        if let Err(verdict) = could_pass_balanced(ctx, c) {
+            note(verdicts, c.name.clone(), verdict);
+            continue;
+        }
+        let found = consolidate(ctx, Method::SingleNodeConsolidation, &[c])
+            .and_then(|command| balanced_approves(ctx, command));
+        match found {
             Ok(command) => return Some(command),
             Err(verdict) => {
                 note(verdicts, c.name.clone(), verdict);

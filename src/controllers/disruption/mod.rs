@@ -5,8 +5,10 @@
 //! passes over a cluster ([`plan`]): pure functions of the objects, shared
 //! by the controllers and `simulate --disruption`. [`controller`] acts on
 //! them in the cluster, [`orchestration`] carries out replace commands and
-//! [`events`] tells users why a node stays.
+//! [`events`] tells users why a node stays. [`balanced`] scores
+//! consolidation moves for `consolidationPolicy: Balanced`.
 
+pub mod balanced;
 pub mod budgets;
 pub mod candidates;
 pub mod controller;

@@ -13,6 +13,7 @@ use k8s_openapi::api::core::v1::Pod as K8sPod;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
+use super::balanced::pool_totals;
 use super::budgets::{NodeCount, NodeState, allowed_disruptions, remaining};
 use super::candidates::{Candidate, Kept, KeptReason, Marks, candidates, offering_price};
 use super::marking::{
@@ -198,6 +199,7 @@ pub fn plan(
             out.allowed = allowed.clone();
         }
         first_kept.get_or_insert(kept);
+        let totals = pool_totals(&cluster, &types);
         let ctx = PassContext {
             model: &model,
             deleting: &deleting,
@@ -207,6 +209,7 @@ pub fn plan(
             types: &types,
             min_values_strict: options.scheduler.min_values_policy == MinValuesPolicy::Strict,
             scores: &scores,
+            totals: &totals,
         };
         let started = Instant::now();
         let expired: Vec<&Candidate> = found

@@ -85,6 +85,7 @@ async fn cluster() -> Cluster {
         price: 0.192,
         pods: Vec::new(),
         disruption_cost: 1.0,
+        reschedule_cost: 1.0,
         marks: Marks::default(),
     };
     Cluster {

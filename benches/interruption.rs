@@ -9,6 +9,21 @@
 //! deleted. moto's own cost is shown beside it: the same messages received
 //! and deleted by a loop that does nothing else.
 //!
+//! Unlike Karpenter's benchmark, the messages are not all queued before the
+//! controller starts: moto's SQS spends time in proportion to the queue's
+//! length on every call, so 15,000 queued messages would measure moto.
+//! Messages are sent while the controller runs, at most [`WINDOW`] ahead of
+//! the deletions, which keeps moto's queue as short as a real queue under
+//! that load.
+//!
+//! moto's SQS still costs more per message the more messages it has seen,
+//! so beyond 1,000 messages the controller is measured against an
+//! in-process queue instead (`aws-smithy-mocks` answering ReceiveMessage
+//! and DeleteMessageBatch from memory): the same poller, parser, handler
+//! and API server double, with no SQS cost at all — the controller's own
+//! throughput. `NODEWRIGHT_BENCH_MOTO_MAX` (default 1000) is the largest
+//! size run against moto.
+//!
 //! Run (moto from `scripts/test`'s venv, or `NODEWRIGHT_MOTO_SERVER`):
 //!
 //! ```sh
@@ -40,6 +55,8 @@ use serde_json::{Value, json};
 const CONCURRENCY: usize = 16;
 /// Changes the double keeps, so no watcher is sent back to a full list.
 const HISTORY: usize = 400_000;
+/// Messages sent and not yet deleted, at most.
+const WINDOW: usize = 200;
 
 fn main() {
     let sizes: Vec<usize> = std::env::var("NODEWRIGHT_BENCH_MESSAGES")
@@ -52,16 +69,31 @@ fn main() {
         .enable_all()
         .build()
         .expect("a runtime");
-    println!("| messages | handled in | messages/s | moto alone (receive + delete) | peak RSS |");
-    println!("|---:|---:|---:|---:|---:|");
+    let moto_max: usize = std::env::var("NODEWRIGHT_BENCH_MOTO_MAX")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000);
+    println!(
+        "| messages | queue | handled in | messages/s | the queue alone (send, receive, delete) | peak RSS |"
+    );
+    println!("|---:|---|---:|---:|---:|---:|");
     for (i, n) in sizes.into_iter().enumerate() {
-        let handled = runtime.block_on(handled(n, i));
-        let alone = runtime.block_on(moto_alone(n, i));
+        let (queue, handled, alone) = if n <= moto_max {
+            let handled = runtime.block_on(async {
+                let clients = moto::moto_clients().await;
+                handled(n, i, clients.sqs).await
+            });
+            let alone = runtime.block_on(moto_alone(n, i));
+            ("moto", handled, format!("{:.1} s", alone.as_secs_f64()))
+        } else {
+            let sqs = in_memory_queue((0..n).map(|i| body(i, n)).collect());
+            let handled = runtime.block_on(handled(n, i, sqs));
+            ("in process", handled, "none".to_string())
+        };
         println!(
-            "| {n} | {:.1} s | {:.0} | {:.1} s | {} MiB |",
+            "| {n} | {queue} | {:.1} s | {:.0} | {alone} | {} MiB |",
             handled.as_secs_f64(),
             n as f64 / handled.as_secs_f64(),
-            alone.as_secs_f64(),
             peak_rss_mib()
         );
     }
@@ -116,8 +148,15 @@ async fn queue(sqs: &aws_sdk_sqs::Client, name: &str) -> String {
         .expect("a queue URL")
 }
 
-/// Sends the `n` messages, ten per batch.
-async fn send_all(sqs: &aws_sdk_sqs::Client, url: &str, n: usize) {
+/// Sends the `n` messages, ten per batch, never more than [`WINDOW`]
+/// ahead of `deleted()`.
+async fn send_all(
+    sqs: &aws_sdk_sqs::Client,
+    url: &str,
+    n: usize,
+    deleted: impl Fn() -> usize + Sync,
+) {
+    let deleted = &deleted;
     let batches: Vec<Vec<usize>> = (0..n)
         .collect::<Vec<_>>()
         .chunks(10)
@@ -125,6 +164,9 @@ async fn send_all(sqs: &aws_sdk_sqs::Client, url: &str, n: usize) {
         .collect();
     futures::stream::iter(batches)
         .for_each_concurrent(CONCURRENCY, |batch| async move {
+            while batch[0] >= deleted() + WINDOW {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
             let mut request = sqs.send_message_batch().queue_url(url);
             for i in batch {
                 request = request.entries(
@@ -140,11 +182,11 @@ async fn send_all(sqs: &aws_sdk_sqs::Client, url: &str, n: usize) {
         .await;
 }
 
-/// Time to handle `n` messages: from the first send to the last deleted.
-async fn handled(n: usize, run: usize) -> Duration {
-    let clients = moto::moto_clients().await;
+/// Time to handle `n` messages on `sqs`: from the first send to the last
+/// deleted. An in-process queue holds its messages already.
+async fn handled(n: usize, run: usize, sqs: aws_sdk_sqs::Client) -> Duration {
     let name = format!("bench-{run}-{n}");
-    let url = queue(&clients.sqs, &name).await;
+    let url = queue(&sqs, &name).await;
     let server = nodewright::sim::double::builder().history(HISTORY).build();
     let client = server.client();
     fill(&client, n).await;
@@ -163,8 +205,8 @@ async fn handled(n: usize, run: usize) -> Duration {
             instance: None,
         },
     );
-    let polled = interruption_queue::Queue::new(clients.sqs.clone(), name)
-        .with_wait_time(Duration::from_secs(1));
+    let polled =
+        interruption_queue::Queue::new(sqs.clone(), name).with_wait_time(Duration::from_secs(1));
     let controller = Arc::new(InterruptionController::new(
         client,
         state,
@@ -173,10 +215,13 @@ async fn handled(n: usize, run: usize) -> Duration {
         recorder,
     ));
     let before = deleted_messages();
+    let done = move || (deleted_messages() - before) as usize;
     let start = Instant::now();
     let running = tokio::spawn(controller.run());
-    send_all(&clients.sqs, &url, n).await;
-    while deleted_messages() - before < n as f64 {
+    if url != IN_MEMORY_URL {
+        send_all(&sqs, &url, n, done).await;
+    }
+    while done() < n {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let elapsed = start.elapsed();
@@ -191,42 +236,120 @@ async fn handled(n: usize, run: usize) -> Duration {
     elapsed
 }
 
-/// Time for moto alone: the same messages sent, received and deleted.
+/// Time for moto alone: the same messages sent (with the same window),
+/// received and deleted, nothing else done.
 async fn moto_alone(n: usize, run: usize) -> Duration {
     let clients = moto::moto_clients().await;
     let sqs = &clients.sqs;
     let url = queue(sqs, &format!("alone-{run}-{n}")).await;
+    let deleted = std::sync::atomic::AtomicUsize::new(0);
     let start = Instant::now();
-    send_all(sqs, &url, n).await;
-    let mut done = 0;
-    while done < n {
-        let received = sqs
-            .receive_message()
-            .queue_url(&url)
-            .max_number_of_messages(10)
-            .wait_time_seconds(1)
-            .send()
-            .await
-            .expect("moto answers")
-            .messages
-            .unwrap_or_default();
-        if received.is_empty() {
-            continue;
+    let sending = send_all(sqs, &url, n, || {
+        deleted.load(std::sync::atomic::Ordering::SeqCst)
+    });
+    let receiving = async {
+        while deleted.load(std::sync::atomic::Ordering::SeqCst) < n {
+            let received = sqs
+                .receive_message()
+                .queue_url(&url)
+                .max_number_of_messages(10)
+                .wait_time_seconds(1)
+                .send()
+                .await
+                .expect("moto answers")
+                .messages
+                .unwrap_or_default();
+            if received.is_empty() {
+                continue;
+            }
+            let mut request = sqs.delete_message_batch().queue_url(&url);
+            for (i, message) in received.iter().enumerate() {
+                request = request.entries(
+                    aws_sdk_sqs::types::DeleteMessageBatchRequestEntry::builder()
+                        .id(i.to_string())
+                        .receipt_handle(message.receipt_handle().unwrap_or_default())
+                        .build()
+                        .expect("an entry"),
+                );
+            }
+            request.send().await.expect("moto deletes");
+            deleted.fetch_add(received.len(), std::sync::atomic::Ordering::SeqCst);
         }
-        let mut request = sqs.delete_message_batch().queue_url(&url);
-        for (i, message) in received.iter().enumerate() {
-            request = request.entries(
-                aws_sdk_sqs::types::DeleteMessageBatchRequestEntry::builder()
-                    .id(i.to_string())
-                    .receipt_handle(message.receipt_handle().unwrap_or_default())
-                    .build()
-                    .expect("an entry"),
-            );
-        }
-        request.send().await.expect("moto deletes");
-        done += received.len();
-    }
+    };
+    futures::join!(sending, receiving);
     start.elapsed()
+}
+
+const IN_MEMORY_URL: &str = "http://in-memory/123456789012/bench";
+
+/// An SQS client whose queue is `bodies`, in memory: ReceiveMessage hands
+/// out up to ten at a time, DeleteMessageBatch accepts every entry.
+fn in_memory_queue(bodies: Vec<String>) -> aws_sdk_sqs::Client {
+    use aws_sdk_sqs::operation::create_queue::CreateQueueOutput;
+    use aws_sdk_sqs::operation::delete_message_batch::DeleteMessageBatchOutput;
+    use aws_sdk_sqs::operation::get_queue_url::GetQueueUrlOutput;
+    use aws_sdk_sqs::operation::receive_message::ReceiveMessageOutput;
+    use aws_sdk_sqs::types::{DeleteMessageBatchResultEntry, Message, MessageSystemAttributeName};
+    use aws_smithy_mocks::{RuleMode, mock, mock_client};
+    let queue = Arc::new(std::sync::Mutex::new(
+        bodies
+            .into_iter()
+            .enumerate()
+            .collect::<std::collections::VecDeque<_>>(),
+    ));
+    let sent = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis().to_string())
+        .unwrap_or_default();
+    let create = mock!(aws_sdk_sqs::Client::create_queue).then_output(|| {
+        CreateQueueOutput::builder()
+            .queue_url(IN_MEMORY_URL)
+            .build()
+    });
+    let url = mock!(aws_sdk_sqs::Client::get_queue_url).then_output(|| {
+        GetQueueUrlOutput::builder()
+            .queue_url(IN_MEMORY_URL)
+            .build()
+    });
+    let receive = mock!(aws_sdk_sqs::Client::receive_message).then_compute_output(move |_| {
+        let mut queue = queue.lock().unwrap_or_else(|e| e.into_inner());
+        let taken: Vec<Message> = (0..10)
+            .filter_map(|_| queue.pop_front())
+            .map(|(i, body)| {
+                Message::builder()
+                    .message_id(format!("m{i}"))
+                    .receipt_handle(format!("r{i}"))
+                    .body(body)
+                    .attributes(MessageSystemAttributeName::SentTimestamp, sent.clone())
+                    .build()
+            })
+            .collect();
+        ReceiveMessageOutput::builder()
+            .set_messages(Some(taken))
+            .build()
+    });
+    let delete = mock!(aws_sdk_sqs::Client::delete_message_batch).then_compute_output(|input| {
+        let entries: Vec<DeleteMessageBatchResultEntry> = input
+            .entries()
+            .iter()
+            .filter_map(|e| {
+                DeleteMessageBatchResultEntry::builder()
+                    .id(e.id())
+                    .build()
+                    .ok()
+            })
+            .collect();
+        DeleteMessageBatchOutput::builder()
+            .set_successful(Some(entries))
+            .set_failed(Some(Vec::new()))
+            .build()
+            .expect("a delete answer")
+    });
+    mock_client!(
+        aws_sdk_sqs,
+        RuleMode::MatchAny,
+        [&create, &url, &receive, &delete]
+    )
 }
 
 /// A NodePool, and `n` launched NodeClaims (with the termination finalizer,
@@ -294,9 +417,10 @@ fn deleted_messages() -> f64 {
     nodewright::metrics::metrics()
         .render()
         .lines()
-        .find_map(|l| l.strip_prefix("karpenter_interruption_deleted_messages_total "))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0.0)
+        .filter(|l| l.starts_with("karpenter_interruption_deleted_messages_total"))
+        .filter_map(|l| l.rsplit(' ').next())
+        .filter_map(|v| v.trim().parse::<f64>().ok())
+        .sum()
 }
 
 /// This process's peak resident set, in MiB.

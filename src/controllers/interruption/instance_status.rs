@@ -24,8 +24,7 @@ use std::time::{Duration, SystemTime};
 use interruption::Kind;
 use kube::ResourceExt;
 
-use super::InterruptionHandler;
-use crate::apis::NodeClaim;
+use super::{InterruptionHandler, Target};
 use crate::aws::errors::AwsError;
 use crate::aws::instance_status::{Category, InstanceStatusProvider};
 use crate::metrics::{labels, metrics};
@@ -156,15 +155,15 @@ impl InstanceStatusController {
     /// action was taken.
     async fn act(
         &self,
-        claims: &HashMap<String, Vec<Arc<NodeClaim>>>,
+        claims: &HashMap<String, Vec<Target>>,
         instance: &str,
         category: Category,
     ) -> bool {
         let kind = kind_of(category);
         let mut ok = true;
-        for claim in claims.get(instance).into_iter().flatten() {
-            if let Err(error) = self.handler.act(kind, claim).await {
-                tracing::warn!(%error, nodeclaim = %claim.name_any(), kind = kind.as_str(), "cannot act on an unhealthy instance; trying again at the next poll");
+        for target in claims.get(instance).into_iter().flatten() {
+            if let Err(error) = self.handler.act(kind, target).await {
+                tracing::warn!(%error, nodeclaim = %target.claim.name_any(), kind = kind.as_str(), "cannot act on an unhealthy instance; trying again at the next poll");
                 ok = false;
             }
         }

@@ -48,7 +48,7 @@ use crate::aws::instance_types::InstanceTypeProvider;
 use crate::cloudprovider::OfferingKey;
 use crate::cluster::ClusterState;
 use crate::controllers::ControllerError;
-use crate::controllers::nodeclaim::{delete_claim, nodes_of, record_disrupted};
+use crate::controllers::nodeclaim::{delete_claim, record_disrupted};
 use crate::metrics::{labels, metrics};
 
 /// Messages handled at once (Karpenter: 10).
@@ -134,6 +134,14 @@ fn event_of(kind: Kind) -> (EventType, &'static str, &'static str) {
             "Capacity Reservation interruption warning was triggered",
         ),
     }
+}
+
+/// A NodeClaim an interruption names, with its Nodes.
+pub(crate) struct Target {
+    /// The NodeClaim.
+    pub claim: Arc<NodeClaim>,
+    /// Its Nodes (one, or none before it registered).
+    pub nodes: Vec<Arc<Node>>,
 }
 
 /// The interruption controller: the queue's poller and the handler.
@@ -283,21 +291,31 @@ impl InterruptionHandler {
         self.handle(id, parsed, body_len, &claims).await
     }
 
-    /// The cluster state's NodeClaims by EC2 instance ID.
-    pub(crate) fn claims_by_instance(&self) -> HashMap<String, Vec<Arc<NodeClaim>>> {
-        let mut out: HashMap<String, Vec<Arc<NodeClaim>>> = HashMap::new();
+    /// The cluster state's NodeClaims by EC2 instance ID, each with its
+    /// Nodes: read once per batch of messages, not once per message.
+    pub(crate) fn claims_by_instance(&self) -> HashMap<String, Vec<Target>> {
+        let mut nodes: HashMap<String, Vec<Arc<Node>>> = HashMap::new();
+        for node in self.state.nodes.all() {
+            if let Some(id) = node.spec.as_ref().and_then(|s| s.provider_id.clone()) {
+                nodes.entry(id).or_default().push(node);
+            }
+        }
+        let mut out: HashMap<String, Vec<Target>> = HashMap::new();
         for claim in self.state.node_claims.all() {
-            let Some(id) = claim
-                .status
-                .as_ref()
-                .and_then(|s| s.provider_id.as_deref())
-                .and_then(|p| p.rsplit('/').next())
+            let Some(provider_id) = claim.status.as_ref().and_then(|s| s.provider_id.as_deref())
+            else {
+                continue;
+            };
+            let Some(id) = provider_id
+                .rsplit('/')
+                .next()
                 .filter(|id| id.starts_with("i-"))
                 .map(str::to_string)
             else {
                 continue;
             };
-            out.entry(id).or_default().push(claim);
+            let nodes = nodes.get(provider_id).cloned().unwrap_or_default();
+            out.entry(id).or_default().push(Target { claim, nodes });
         }
         out
     }
@@ -308,7 +326,7 @@ impl InterruptionHandler {
         message_id: &str,
         parsed: &Parsed,
         body_len: usize,
-        claims: &HashMap<String, Vec<Arc<NodeClaim>>>,
+        claims: &HashMap<String, Vec<Target>>,
     ) -> bool {
         let m = metrics();
         let event = match parsed {
@@ -339,9 +357,9 @@ impl InterruptionHandler {
             .inc();
         let mut ok = true;
         for id in event.instance_ids() {
-            for claim in claims.get(id).into_iter().flatten() {
-                if let Err(error) = self.act(event.kind(), claim).await {
-                    tracing::warn!(%error, nodeclaim = %claim.name_any(), kind = event.kind().as_str(), "cannot act on an interruption message; it will be handled again");
+            for target in claims.get(id).into_iter().flatten() {
+                if let Err(error) = self.act(event.kind(), target).await {
+                    tracing::warn!(%error, nodeclaim = %target.claim.name_any(), kind = event.kind().as_str(), "cannot act on an interruption message; it will be handled again");
                     ok = false;
                 }
             }
@@ -356,15 +374,15 @@ impl InterruptionHandler {
         ok
     }
 
-    /// Acts on `claim` for a signal of `kind`.
-    pub(crate) async fn act(&self, kind: Kind, claim: &NodeClaim) -> Result<(), ControllerError> {
+    /// Acts on a NodeClaim and its Nodes for a signal of `kind`.
+    pub(crate) async fn act(&self, kind: Kind, target: &Target) -> Result<(), ControllerError> {
+        let (claim, nodes) = (target.claim.as_ref(), target.nodes.as_slice());
         let pool = claim
             .labels()
             .get(NODE_POOL_LABEL_KEY)
             .and_then(|p| self.state.node_pools.store().get(&ObjectRef::new(p)));
         let action = action_for(kind, pool.as_ref().map(|p| p.annotations()));
-        let nodes = nodes_of(&self.state, claim);
-        self.publish(kind, claim, &nodes).await;
+        self.publish(kind, claim, nodes).await;
         self.mark_unavailable(kind, claim);
         metrics()
             .interruption_actions
@@ -379,11 +397,11 @@ impl InterruptionHandler {
         match action {
             Action::Forceful => {
                 self.annotate_termination_now(claim).await?;
-                self.delete(kind, claim, &nodes).await
+                self.delete(kind, claim, nodes).await
             }
-            Action::Drain => self.delete(kind, claim, &nodes).await,
+            Action::Drain => self.delete(kind, claim, nodes).await,
             Action::Cordon => {
-                for node in &nodes {
+                for node in nodes {
                     cordon(&self.client, node).await?;
                 }
                 Ok(())

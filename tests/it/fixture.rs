@@ -177,9 +177,8 @@ pub fn node_for(claim: &NodeClaim, ready: bool, taints: serde_json::Value) -> No
     .unwrap()
 }
 
-/// Polls `check` every 50 ms until it returns `Some`; fails naming `what`
-/// after `limit`.
-pub async fn eventually_within<T, F, Fut>(what: &str, limit: Duration, mut check: F) -> T
+/// Polls `check` every 50 ms until it returns `Some`, for at most `limit`.
+async fn poll_until<T, F, Fut>(limit: Duration, mut check: F) -> Option<T>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
@@ -187,13 +186,25 @@ where
     let deadline = tokio::time::Instant::now() + limit;
     loop {
         if let Some(found) = check().await {
-            return found;
+            return Some(found);
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
+        if tokio::time::Instant::now() >= deadline {
+            return None;
+        }
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Polls `check` every 50 ms until it returns `Some`; fails naming `what`
+/// after `limit`.
+pub async fn eventually_within<T, F, Fut>(what: &str, limit: Duration, check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    match poll_until(limit, check).await {
+        Some(found) => found,
+        None => panic!("timed out waiting for {what}"),
     }
 }
 
@@ -204,24 +215,18 @@ pub async fn eventually_showing<T, F, Fut>(
     client: &kube::Client,
     what: &str,
     limit: Duration,
-    mut check: F,
+    check: F,
 ) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
 {
-    let deadline = tokio::time::Instant::now() + limit;
-    loop {
-        if let Some(found) = check().await {
-            return found;
-        }
-        if tokio::time::Instant::now() >= deadline {
-            panic!(
-                "timed out waiting for {what}; the cluster:\n{}",
-                cluster_dump(client).await
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    match poll_until(limit, check).await {
+        Some(found) => found,
+        None => panic!(
+            "timed out waiting for {what}; the cluster:\n{}",
+            cluster_dump(client).await
+        ),
     }
 }
 

@@ -37,21 +37,10 @@ use nodewright::extensions::Extensions;
 use nodewright_host::HostConfig;
 use serde_json::json;
 
+use crate::interruption::pool;
 use crate::moto::moto_clients;
 
 const TERMINATION_TIMESTAMP: &str = "karpenter.sh/nodeclaim-termination-timestamp";
-
-fn pool(name: &str, annotations: serde_json::Value) -> NodePool {
-    serde_json::from_value(json!({
-        "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
-        "metadata": {"name": name, "annotations": annotations},
-        "spec": {"template": {"spec": {
-            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-            "requirements": []
-        }}}
-    }))
-    .unwrap()
-}
 
 /// What EC2 answers, changed by the test between polls, and the instance
 /// IDs each call named.

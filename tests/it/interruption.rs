@@ -27,7 +27,8 @@ use serde_json::json;
 use crate::fixture::eventually_within;
 use crate::moto::{moto, moto_clients};
 
-fn pool(name: &str, annotations: serde_json::Value) -> NodePool {
+/// A NodePool named `name` with `annotations` (interruption policies).
+pub(crate) fn pool(name: &str, annotations: serde_json::Value) -> NodePool {
     serde_json::from_value(json!({
         "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
         "metadata": {"name": name, "annotations": annotations},

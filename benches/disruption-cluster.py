@@ -8,6 +8,7 @@ empty, some empty). Deterministic (SplitMix64, seed 7).
 
     benches/disruption-cluster.py 1000 > /tmp/disruption-1000.yaml
     benches/disruption-cluster.py 1000 --repack > /tmp/repack-1000.yaml   # lower bound
+    benches/disruption-cluster.py 1000 --drifted 10 > /tmp/drift-1000.yaml  # every 10th NodeClaim drifted
     /usr/bin/time -f "wall=%e maxrss_kb=%M" target/release/nodewright simulate \\
         /tmp/disruption-1000.yaml --disruption --at 2026-11-26T12:00:00Z --output json \\
         | python3 -c 'import json,sys; d=json.load(sys.stdin)["disruption"]; \\
@@ -50,12 +51,21 @@ class Rng:
 
 
 def main():
-    args = [a for a in sys.argv[1:] if a != "--repack"]
+    argv = sys.argv[1:]
     # --repack: the same pods, pending, and no nodes: `simulate` on it packs
     # every pod from scratch, the lower bound the disruption pass is
     # measured against.
-    repack = "--repack" in sys.argv[1:]
+    repack = "--repack" in argv
+    # --drifted PCT: that share of the NodeClaims carry a stale NodePool
+    # hash of the current hash version, so the drift method has candidates.
+    drifted = 0
+    if "--drifted" in argv:
+        k = argv.index("--drifted")
+        drifted = int(argv[k + 1])
+        del argv[k:k + 2]
+    args = [a for a in argv if a != "--repack"]
     n = int(args[0]) if args else 1000
+    every = round(100 / drifted) if drifted else 0
     rng = Rng(7)
     out = sys.stdout
     docs = [
@@ -90,10 +100,15 @@ def main():
                       for t in ("Launched", "Registered", "Initialized")]
         resources = {"cpu": str(cpu), "memory": f"{mem}Gi", "pods": "110"}
         allocatable = {"cpu": f"{acpu}m", "memory": f"{amem}Gi", "pods": "110"}
+        claim_meta = {"name": f"default-{i:05d}", "labels": labels,
+                      "creationTimestamp": "2026-11-19T11:59:00Z"}
+        if every and i % every == 0:
+            claim_meta["annotations"] = {"karpenter.sh/nodepool-hash": "stale",
+                                         "karpenter.sh/nodepool-hash-version": "nw1"}
         if not repack:
             out.write("---\n" + json.dumps({
             "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
-            "metadata": {"name": f"default-{i:05d}", "labels": labels, "creationTimestamp": "2026-11-19T11:59:00Z"},
+            "metadata": claim_meta,
             "spec": {"expireAfter": "720h", "requirements": [],
                      "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}},
             "status": {"providerID": provider, "nodeName": node, "capacity": resources,

@@ -216,6 +216,27 @@ impl NodeRecords {
         self.by_name.clone()
     }
 
+    /// NodeClaims whose providerID `wanted` accepts, each with the Node
+    /// recorded under that providerID: read in place, nothing else copied.
+    pub fn claims_with_provider_id(
+        &self,
+        mut wanted: impl FnMut(&str) -> bool,
+    ) -> Vec<(Arc<NodeClaim>, Option<Arc<Node>>)> {
+        let mut out = Vec::new();
+        for claim in self.claims.values() {
+            let Some(id) = claim_status(claim).0.filter(|id| wanted(id)) else {
+                continue;
+            };
+            let node = self
+                .nodes_by_provider_id
+                .get(id)
+                .and_then(|name| self.by_name.get(name))
+                .and_then(|record| record.node.clone());
+            out.push((claim.clone(), node));
+        }
+        out
+    }
+
     /// A pod was created or changed: it is recorded on its node while it
     /// is bound and active, and nowhere otherwise.
     pub fn apply_pod(&mut self, pod: Arc<K8sPod>) {

@@ -221,6 +221,16 @@ impl ClusterState {
         self.records().get(name).cloned()
     }
 
+    /// NodeClaims whose `status.providerID` `wanted` accepts, each with its
+    /// Node if registered: a lookup for many events at once (an
+    /// interruption batch) that copies only what it returns.
+    pub fn claims_with_provider_id(
+        &self,
+        wanted: impl FnMut(&str) -> bool,
+    ) -> Vec<(Arc<NodeClaim>, Option<Arc<Node>>)> {
+        self.records().claims_with_provider_id(wanted)
+    }
+
     /// The tracking, to change it: counted as a change.
     fn tracking_mut(&self) -> std::sync::MutexGuard<'_, Tracking> {
         self.change_count.fetch_add(1, Ordering::SeqCst);

@@ -12,10 +12,12 @@ pub mod nodeclaim;
 pub mod nodeclass;
 pub mod nodepool;
 pub mod provisioning;
+pub mod recorder;
 
 use std::sync::Arc;
 
-use kube::runtime::events::{Recorder, Reporter};
+use self::recorder::Recorder;
+use kube::runtime::events::Reporter;
 
 use crate::aws::amis::AmiProvider;
 use crate::aws::capacity_reservations::CapacityReservationProvider;

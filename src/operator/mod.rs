@@ -10,7 +10,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Reporter;
 use tokio::task::JoinSet;
 
 pub use leader_election::{LeaderElector, LeaseLost, LeaseSettings};
@@ -23,6 +23,7 @@ use crate::cluster::ClusterState;
 use crate::controllers::nodeclaim::NodeClaimContext;
 use crate::controllers::nodepool::NodePoolContext;
 use crate::controllers::provisioning::{Provisioner, ProvisioningSettings};
+use crate::controllers::recorder::Recorder;
 use crate::controllers::{self, disruption, gauges, node, nodeclaim, nodepool};
 
 /// How the operator runs.

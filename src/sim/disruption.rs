@@ -207,6 +207,7 @@ pub fn disruption_of(
             scheduler,
             marks: MarkSource::Recompute,
             max_passes: None,
+            exhaustive: false,
         },
     )?;
     // `cluster` as the provisioning plan counts it.

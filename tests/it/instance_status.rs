@@ -22,7 +22,7 @@ use aws_sdk_ec2::types::{
 use aws_smithy_mocks::{RuleMode, mock, mock_client};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Reporter;
 use nodewright::apis::{NodeClaim, NodePool};
 use nodewright::aws::catalog::Catalog;
 use nodewright::aws::instance_status::{Category, InstanceStatusProvider};
@@ -33,6 +33,7 @@ use nodewright::controllers::interruption::InterruptionHandler;
 use nodewright::controllers::interruption::instance_status::{
     InstanceStatusController, InstanceStatusPolling,
 };
+use nodewright::controllers::recorder::Recorder;
 use nodewright::extensions::Extensions;
 use nodewright_host::HostConfig;
 use serde_json::json;

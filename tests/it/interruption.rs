@@ -13,13 +13,14 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Reporter;
 use nodewright::apis::{NodeClaim, NodePool};
 use nodewright::aws::catalog::Catalog;
 use nodewright::aws::instance_types::InstanceTypeProvider;
 use nodewright::cloudprovider::{OfferingKey, UnavailableOfferings};
 use nodewright::cluster::ClusterState;
 use nodewright::controllers::interruption::InterruptionController;
+use nodewright::controllers::recorder::Recorder;
 use nodewright::extensions::Extensions;
 use nodewright_host::HostConfig;
 use serde_json::json;

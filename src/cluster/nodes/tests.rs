@@ -186,3 +186,26 @@ fn the_existing_node_carries_the_snapshots_deletion_and_the_records_pods() {
             .marked_for_deletion
     );
 }
+
+#[test]
+fn claims_are_found_by_provider_id_with_their_node() {
+    let mut records = two_nodes();
+    records.apply_claim(claim("claim-a", Some("aws:///z/i-a")));
+    records.apply_claim(claim("launching", Some("aws:///z/i-c")));
+    records.apply_claim(claim("unlaunched", None));
+    let found = records.claims_with_provider_id(|id| id != "aws:///z/i-b");
+    let mut found: Vec<(String, Option<String>)> = found
+        .iter()
+        .map(|(c, n)| (c.name_any(), n.as_ref().map(|n| n.name_any())))
+        .collect();
+    found.sort();
+    assert_eq!(
+        found,
+        [
+            ("claim-a".to_string(), Some("a".to_string())),
+            ("launching".to_string(), None)
+        ]
+    );
+    records.delete_claim(&claim("claim-a", Some("aws:///z/i-a")));
+    assert!(records.claims_with_provider_id(|id| id.ends_with("i-a")).is_empty());
+}

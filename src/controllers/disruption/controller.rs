@@ -14,7 +14,6 @@ use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use kube::runtime::events::Recorder;
 
 use super::events::Publisher;
 use super::methods::Command;
@@ -26,6 +25,7 @@ use crate::aws::instance_types::InstanceTypeProvider;
 use crate::cluster::ClusterState;
 use crate::controllers::ControllerError;
 use crate::controllers::nodeclaim::{delete_claim, record_disrupted};
+use crate::controllers::recorder::Recorder;
 use crate::metrics::{labels, metrics};
 use crate::scheduling::SchedulerOptions;
 
@@ -220,6 +220,7 @@ impl DisruptionController {
             scheduler: self.scheduler.clone(),
             marks: MarkSource::Conditions,
             max_passes: Some(1),
+            exhaustive: false,
         };
         let found =
             tokio::task::spawn_blocking(move || plan(&snapshot, &provider, &options)).await?;

@@ -11,10 +11,11 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::{Event, EventType};
 
 use super::candidates::{Kept, KeptReason};
 use super::plan::Marked;
+use crate::controllers::recorder::Recorder;
 
 /// How long the same event on the same node is not repeated.
 pub const DEDUPE: Duration = Duration::from_secs(15 * 60);

@@ -729,3 +729,21 @@ pub fn single_node(
     }
     None
 }
+
+/// `method` run on each candidate alone rather than stopping at the first
+/// command (the first is returned, as the method would): what drift or
+/// single-node consolidation costs when no candidate can go, measured by
+/// the disruption benchmark.
+pub fn every_candidate(
+    candidates: &[&Candidate],
+    mut method: impl FnMut(&[&Candidate]) -> Option<Command>,
+) -> Option<Command> {
+    let mut first = None;
+    for c in candidates {
+        let found = method(std::slice::from_ref(c));
+        if first.is_none() {
+            first = found;
+        }
+    }
+    first
+}

@@ -21,7 +21,7 @@ use super::marking::{
 };
 use super::methods::{
     Allowed, Command, Destination, DisruptionReasonKey, Method, PassContext, Verdict, drift,
-    emptiness, expiration, multi_node, reason_key, single_node,
+    emptiness, every_candidate, expiration, multi_node, reason_key, single_node,
 };
 use crate::apis::conditions::{
     NODE_CLAIM_CONSOLIDATABLE, NODE_CLAIM_DRIFTED, NODE_CLAIM_INITIALIZED, NODE_CLAIM_LAUNCHED,
@@ -55,6 +55,10 @@ pub struct PlanOptions {
     pub marks: MarkSource,
     /// Stop after this many passes (`None`: until a pass finds nothing).
     pub max_passes: Option<usize>,
+    /// Every method runs in every pass over every candidate, even after an
+    /// earlier one found the pass's command (which is still the first
+    /// found): the most a pass can cost, for the disruption benchmark.
+    pub exhaustive: bool,
 }
 
 /// Where a plan's marks come from.
@@ -228,6 +232,22 @@ pub fn plan(
         };
         let command = if let Some(c) = expired.first() {
             Some(expiration(&ctx, c))
+        } else if options.exhaustive {
+            let pool: Vec<&Candidate> = found.iter().collect();
+            let empty = timed(Method::Emptiness, &mut || {
+                emptiness(&ctx, &pool, &mut verdicts)
+            });
+            let drifted = timed(Method::Drift, &mut || {
+                every_candidate(&pool, |c| drift(&ctx, c, &mut verdicts))
+            });
+            let multi = timed(Method::MultiNodeConsolidation, &mut || {
+                multi_node(&ctx, &pool)
+            });
+            let single = timed(Method::SingleNodeConsolidation, &mut || {
+                every_candidate(&pool, |c| single_node(&ctx, c, &mut verdicts))
+            });
+            let every = [empty, drifted, multi, single];
+            every.into_iter().flatten().next()
         } else {
             let pool: Vec<&Candidate> = found.iter().collect();
             timed(Method::Emptiness, &mut || {

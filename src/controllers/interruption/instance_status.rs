@@ -119,7 +119,7 @@ impl InstanceStatusController {
     /// One poll: reads the cluster's instances' statuses and acts on each
     /// newly unhealthy (instance, category).
     pub async fn poll(&self) -> Result<Poll, AwsError> {
-        let claims = self.handler.claims_by_instance();
+        let claims = self.handler.claims_by_instance(None);
         let ids: Vec<String> = claims.keys().cloned().collect();
         let mut poll = Poll {
             instances: ids.len(),

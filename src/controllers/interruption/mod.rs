@@ -24,7 +24,7 @@
 pub mod instance_status;
 pub mod policy;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::hash::{BuildHasher, Hasher};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -34,7 +34,7 @@ use interruption::{Kind, Parsed};
 use interruption_queue::{Backoff, Queue, Received};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::events::{Event as KubeEvent, EventType, Recorder};
+use kube::runtime::events::{Event as KubeEvent, EventType};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 
@@ -49,6 +49,7 @@ use crate::cloudprovider::OfferingKey;
 use crate::cluster::ClusterState;
 use crate::controllers::ControllerError;
 use crate::controllers::nodeclaim::{delete_claim, record_disrupted};
+use crate::controllers::recorder::Recorder;
 use crate::metrics::{labels, metrics};
 
 /// Messages handled at once (Karpenter: 10).
@@ -229,7 +230,8 @@ impl InterruptionController {
         if received.is_empty() {
             return;
         }
-        let claims = Arc::new(self.handler.claims_by_instance());
+        let instances = instances_of(received.iter().map(|m| &m.parsed));
+        let claims = Arc::new(self.handler.claims_by_instance(Some(&instances)));
         let handled: Vec<Received> = futures::stream::iter(received)
             .map(|message| {
                 let claims = claims.clone();
@@ -287,34 +289,32 @@ impl InterruptionHandler {
     /// Handles one parsed message body; whether it may be deleted (false:
     /// an action failed, and the message should be handled again).
     pub async fn handle_parsed(&self, id: &str, parsed: &Parsed, body_len: usize) -> bool {
-        let claims = self.claims_by_instance();
+        let claims = self.claims_by_instance(Some(&instances_of([parsed])));
         self.handle(id, parsed, body_len, &claims).await
     }
 
-    /// The cluster state's NodeClaims by EC2 instance ID, each with its
-    /// Nodes: read once per batch of messages, not once per message.
-    pub(crate) fn claims_by_instance(&self) -> HashMap<String, Vec<Target>> {
-        let mut nodes: HashMap<String, Vec<Arc<Node>>> = HashMap::new();
-        for node in self.state.nodes.all() {
-            if let Some(id) = node.spec.as_ref().and_then(|s| s.provider_id.clone()) {
-                nodes.entry(id).or_default().push(node);
-            }
-        }
+    /// The NodeClaims of `instances` (of every instance with `None`) by EC2
+    /// instance ID, each with its Node: read from the cluster state once
+    /// per batch of messages, copying only the claims asked for.
+    pub(crate) fn claims_by_instance(
+        &self,
+        instances: Option<&HashSet<String>>,
+    ) -> HashMap<String, Vec<Target>> {
+        let wanted = |provider_id: &str| {
+            instance_id(provider_id).is_some_and(|id| instances.is_none_or(|set| set.contains(id)))
+        };
         let mut out: HashMap<String, Vec<Target>> = HashMap::new();
-        for claim in self.state.node_claims.all() {
-            let Some(provider_id) = claim.status.as_ref().and_then(|s| s.provider_id.as_deref())
-            else {
-                continue;
-            };
-            let Some(id) = provider_id
-                .rsplit('/')
-                .next()
-                .filter(|id| id.starts_with("i-"))
+        for (claim, node) in self.state.claims_with_provider_id(wanted) {
+            let Some(id) = claim
+                .status
+                .as_ref()
+                .and_then(|s| s.provider_id.as_deref())
+                .and_then(instance_id)
                 .map(str::to_string)
             else {
                 continue;
             };
-            let nodes = nodes.get(provider_id).cloned().unwrap_or_default();
+            let nodes = node.into_iter().collect();
             out.entry(id).or_default().push(Target { claim, nodes });
         }
         out
@@ -538,6 +538,27 @@ async fn cordon(client: &kube::Client, node: &Node) -> Result<(), ControllerErro
 
 /// `delay` less up to half of it, at random, so replicas and restarts do
 /// not poll a recovering queue in step.
+/// The EC2 instance ID at the end of a providerID (`aws:///zone/i-…`).
+fn instance_id(provider_id: &str) -> Option<&str> {
+    provider_id
+        .rsplit('/')
+        .next()
+        .filter(|id| id.starts_with("i-"))
+}
+
+/// The instances some parsed messages are about.
+fn instances_of<'a>(parsed: impl IntoIterator<Item = &'a Parsed>) -> HashSet<String> {
+    parsed
+        .into_iter()
+        .filter_map(|p| match p {
+            Parsed::Known(event) => Some(event.instance_ids()),
+            _ => None,
+        })
+        .flatten()
+        .cloned()
+        .collect()
+}
+
 fn jittered(delay: Duration) -> Duration {
     let random = std::collections::hash_map::RandomState::new()
         .build_hasher()

@@ -20,7 +20,6 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Node;
 use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
-use kube::runtime::events::Recorder;
 
 pub use lifecycle::{reconcile, run};
 
@@ -28,6 +27,7 @@ use crate::apis::{Condition, NodeClaim, NodeClaimStatus};
 use crate::cloudprovider::CloudProvider;
 use crate::cluster::ClusterState;
 use crate::controllers::ControllerError;
+use crate::controllers::recorder::Recorder;
 
 /// A NodeClaim that has not registered this long after it launched is
 /// deleted, and its pods provisioned again (Karpenter: 15 minutes).

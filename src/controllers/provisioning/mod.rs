@@ -22,7 +22,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::{Event, EventType};
 use kube::{Client, Resource, ResourceExt};
 
 pub use batcher::{BatchWindows, Batcher};
@@ -33,6 +33,7 @@ use crate::apis::{NodeClaim, NodePool};
 use crate::aws::instance_types::InstanceTypeProvider;
 use crate::cluster::pods::is_provisionable;
 use crate::cluster::{ClusterState, pod_key};
+use crate::controllers::recorder::Recorder;
 use crate::metrics::{labels, metrics};
 use crate::scheduling::{NewNodeClaim, PodKey, SchedulerOptions, SchedulingResult};
 use plan::{Ahead, Plan, Planner};

@@ -23,7 +23,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::{Event, EventType};
 use kube::{Client, Resource, ResourceExt};
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -39,6 +39,7 @@ use crate::cluster::{
     pods::owned_by_daemon_set, pool_specs,
 };
 use crate::controllers::ControllerError;
+use crate::controllers::recorder::Recorder;
 use crate::scheduling::{PodKey, Scheduler, SchedulerOptions, SchedulingResult, convert};
 
 /// The scheduler name the binder serves, as kube-scheduler's default profile.

@@ -17,12 +17,13 @@ use std::sync::Arc;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::{Event, EventType};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use crate::cluster::ClusterState;
 use crate::controllers::interruption::InterruptionHandler;
+use crate::controllers::recorder::Recorder;
 
 /// The annotation that injects a message.
 pub const INJECT_ANNOTATION_KEY: &str = "sandbox.nodewright.io/interruption";

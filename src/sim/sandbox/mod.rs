@@ -34,7 +34,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Reporter;
 use nodewright_host::{HostConfig, HostError};
 use tokio::task::{JoinHandle, JoinSet};
 
@@ -46,6 +46,7 @@ use crate::cloudprovider::{CloudProvider, UnavailableOfferings};
 use crate::cluster::ClusterState;
 use crate::controllers::interruption::instance_status::InstanceStatusPolling;
 use crate::controllers::provisioning::{BatchWindows, ProvisioningSettings};
+use crate::controllers::recorder::Recorder;
 use crate::extensions::Extensions;
 use crate::operator::{Endpoints, Operator, OperatorSettings};
 use apiserver_double::ApiServer;

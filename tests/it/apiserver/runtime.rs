@@ -10,10 +10,11 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Event as CoreEvent};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Event, EventType, Reporter};
 use kube::runtime::finalizer::{Event as Finalizer, finalizer};
 use kube::runtime::{Controller, watcher};
 use kube::{Resource, ResourceExt};
+use nodewright::controllers::recorder::Recorder;
 use serde_json::json;
 
 use super::{config_map, status};

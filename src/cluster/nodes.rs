@@ -10,7 +10,7 @@
 //! A record's pod map is shared with the snapshots that hold it and copied
 //! only when it changes while one does.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, OnceLock};
 
 use k8s_openapi::api::core::v1::{Node, Pod as K8sPod};
@@ -171,9 +171,17 @@ pub struct NodeRecords {
     /// NodeClaims by name, and by the provider ID and node name they registered as.
     claims: HashMap<String, Arc<NodeClaim>>,
     claims_by_provider_id: HashMap<String, String>,
+    /// NodeClaim names by the last segment of their providerID (an EC2
+    /// instance ID), for events that name instances.
+    claims_by_instance: HashMap<String, BTreeSet<String>>,
     claims_by_node_name: HashMap<String, String>,
     /// Node name by provider ID.
     nodes_by_provider_id: HashMap<String, String>,
+}
+
+/// The last segment of a providerID: the instance behind it.
+fn instance_of(provider_id: &str) -> &str {
+    provider_id.rsplit('/').next().unwrap_or(provider_id)
 }
 
 fn claim_status(claim: &NodeClaim) -> (Option<&str>, Option<&str>) {
@@ -235,6 +243,27 @@ impl NodeRecords {
             out.push((claim.clone(), node));
         }
         out
+    }
+
+    /// The NodeClaims whose providerID ends in `instance` (`aws:///zone/i-…`
+    /// for instance `i-…`), each with the Node recorded under that
+    /// providerID.
+    pub fn claims_of_instance(&self, instance: &str) -> Vec<(Arc<NodeClaim>, Option<Arc<Node>>)> {
+        let names = self.claims_by_instance.get(instance);
+        let claims = names
+            .into_iter()
+            .flatten()
+            .filter_map(|n| self.claims.get(n));
+        claims
+            .map(|claim| {
+                let node = claim_status(claim)
+                    .0
+                    .and_then(|id| self.nodes_by_provider_id.get(id))
+                    .and_then(|name| self.by_name.get(name))
+                    .and_then(|record| record.node.clone());
+                (claim.clone(), node)
+            })
+            .collect()
     }
 
     /// A pod was created or changed: it is recorded on its node while it
@@ -370,6 +399,10 @@ impl NodeRecords {
         if let Some(id) = id {
             self.claims_by_provider_id
                 .insert(id.to_string(), name.clone());
+            self.claims_by_instance
+                .entry(instance_of(id).to_string())
+                .or_default()
+                .insert(name.clone());
         }
         if let Some(node_name) = node_name {
             self.claims_by_node_name
@@ -419,6 +452,14 @@ impl NodeRecords {
             && self.claims_by_provider_id.get(id) == Some(&name)
         {
             self.claims_by_provider_id.remove(id);
+        }
+        if let Some(id) = id
+            && let Some(names) = self.claims_by_instance.get_mut(instance_of(id))
+        {
+            names.remove(&name);
+            if names.is_empty() {
+                self.claims_by_instance.remove(instance_of(id));
+            }
         }
         if let Some(node_name) = node_name
             && self.claims_by_node_name.get(node_name) == Some(&name)

@@ -231,6 +231,20 @@ impl ClusterState {
         self.records().claims_with_provider_id(wanted)
     }
 
+    /// The NodeClaims of each instance in `instances` (the last segment of
+    /// their providerID), each with its Node if registered: looked up by
+    /// index, so a batch of interruption messages costs what it names.
+    pub fn claims_of_instances<'a>(
+        &self,
+        instances: impl IntoIterator<Item = &'a str>,
+    ) -> Vec<(Arc<NodeClaim>, Option<Arc<Node>>)> {
+        let records = self.records();
+        instances
+            .into_iter()
+            .flat_map(|id| records.claims_of_instance(id))
+            .collect()
+    }
+
     /// The tracking, to change it: counted as a change.
     fn tracking_mut(&self) -> std::sync::MutexGuard<'_, Tracking> {
         self.change_count.fetch_add(1, Ordering::SeqCst);

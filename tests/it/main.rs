@@ -5,6 +5,7 @@ mod apiserver;
 mod aws_catalog;
 mod aws_launch;
 mod aws_network;
+mod aws_proxy;
 mod cli;
 mod cloudprovider;
 mod cluster;

@@ -207,5 +207,33 @@ fn claims_are_found_by_provider_id_with_their_node() {
         ]
     );
     records.delete_claim(&claim("claim-a", Some("aws:///z/i-a")));
-    assert!(records.claims_with_provider_id(|id| id.ends_with("i-a")).is_empty());
+    assert!(
+        records
+            .claims_with_provider_id(|id| id.ends_with("i-a"))
+            .is_empty()
+    );
+}
+
+#[test]
+fn claims_are_found_by_instance_until_they_go() {
+    let mut records = two_nodes();
+    records.apply_claim(claim("claim-a", Some("aws:///z/i-a")));
+    records.apply_claim(claim("launching", Some("aws:///z/i-c")));
+    let found = records.claims_of_instance("i-a");
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].0.name_any(), "claim-a");
+    assert_eq!(
+        found[0].1.as_ref().map(|n| n.name_any()),
+        Some("a".to_string())
+    );
+    let launching = records.claims_of_instance("i-c");
+    assert_eq!(launching.len(), 1);
+    assert!(launching[0].1.is_none());
+    assert!(records.claims_of_instance("i-b").is_empty());
+    // A claim whose providerID changes moves in the index.
+    records.apply_claim(claim("launching", Some("aws:///z/i-d")));
+    assert!(records.claims_of_instance("i-c").is_empty());
+    assert_eq!(records.claims_of_instance("i-d").len(), 1);
+    records.delete_claim(&claim("claim-a", Some("aws:///z/i-a")));
+    assert!(records.claims_of_instance("i-a").is_empty());
 }

@@ -294,17 +294,22 @@ impl InterruptionHandler {
     }
 
     /// The NodeClaims of `instances` (of every instance with `None`) by EC2
-    /// instance ID, each with its Node: read from the cluster state once
-    /// per batch of messages, copying only the claims asked for.
+    /// instance ID, each with its Node: looked up in the cluster state's
+    /// index once per batch of messages.
     pub(crate) fn claims_by_instance(
         &self,
         instances: Option<&HashSet<String>>,
     ) -> HashMap<String, Vec<Target>> {
-        let wanted = |provider_id: &str| {
-            instance_id(provider_id).is_some_and(|id| instances.is_none_or(|set| set.contains(id)))
+        let found = match instances {
+            Some(ids) => self
+                .state
+                .claims_of_instances(ids.iter().map(String::as_str)),
+            None => self
+                .state
+                .claims_with_provider_id(|id| instance_id(id).is_some()),
         };
         let mut out: HashMap<String, Vec<Target>> = HashMap::new();
-        for (claim, node) in self.state.claims_with_provider_id(wanted) {
+        for (claim, node) in found {
             let Some(id) = claim
                 .status
                 .as_ref()

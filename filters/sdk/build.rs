@@ -2,12 +2,15 @@
 //! `wit_bindgen::generate!` inside the author's crate. Generating the
 //! bindings there (rather than in this crate) keeps each component's type
 //! section limited to the one world it implements.
+//!
+//! The contract is read from `wit/` inside this package (in the source tree a
+//! link to the workspace's `wit/`), so the published crate carries it too.
 
 use std::{env, fs, path::PathBuf};
 
 fn main() {
     let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default());
-    let wit_path = manifest.join("../../wit/filters.wit");
+    let wit_path = manifest.join("wit/filters.wit");
     println!("cargo:rerun-if-changed={}", wit_path.display());
     let wit = match fs::read_to_string(&wit_path) {
         Ok(text) => text,

@@ -5,7 +5,7 @@
 /// `instance-filter` world.
 pub mod filter {
     wasmtime::component::bindgen!({
-        path: "../../wit",
+        path: "wit",
         world: "instance-filter",
     });
 }
@@ -13,7 +13,7 @@ pub mod filter {
 /// `ami-selector` world.
 pub mod selector {
     wasmtime::component::bindgen!({
-        path: "../../wit",
+        path: "wit",
         world: "ami-selector",
         with: {
             "nodewright:filters/types": crate::bindings::filter::nodewright::filters::types,
@@ -25,7 +25,7 @@ pub mod selector {
 /// `priority-scorer` world.
 pub mod scorer {
     wasmtime::component::bindgen!({
-        path: "../../wit",
+        path: "wit",
         world: "priority-scorer",
         with: {
             "nodewright:filters/types": crate::bindings::filter::nodewright::filters::types,

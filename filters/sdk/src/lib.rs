@@ -23,6 +23,15 @@ mod types;
 
 include!(concat!(env!("OUT_DIR"), "/generate_macro.rs"));
 
+/// This SDK's version: `nodewright filter new` writes it as the new crate's
+/// dependency requirement, so a scaffold asks for the SDK its CLI was built with.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Compiles the README's example, so the crate's front page stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 #[cfg(target_family = "wasm")]
 #[doc(hidden)]
 pub use wit_bindgen as __wit_bindgen;

@@ -11,14 +11,16 @@ use std::{
 use clap::{Args, Subcommand, ValueEnum};
 use nodewright_host::harness::{Harness, ami};
 use nodewright_host::sdk::{Ami, AmiState, Architecture, Context, InstanceTypeInfo};
-use nodewright_host::{CallError, Host, HostConfig, Inspection, ModuleRef, Role};
+use nodewright_host::{Host, HostConfig, Inspection, ModuleRef, Role};
 
+mod report;
 mod scaffold;
+
+use report::TestReport;
 
 use super::{CliError, emit};
 use crate::aws::catalog::Catalog;
 use crate::aws::instance_types::{ResolverSettings, filter_records, resolve_all};
-use crate::extensions::Reorder;
 
 /// Arguments of `nodewright filter`.
 #[derive(Debug, Args)]
@@ -36,7 +38,9 @@ enum FilterCommand {
     /// its contract version, its imports (and whether the sandbox refuses
     /// them), size and sha256. Nothing is run.
     Inspect(InspectArgs),
-    /// Create a ready-to-build filter crate in directory NAME.
+    /// Create a ready-to-build filter crate in directory NAME, depending on
+    /// the SDK and harness of this nodewright's version from crates.io (or on
+    /// a source checkout's, with --nodewright).
     New(NewArgs),
 }
 
@@ -95,6 +99,10 @@ struct TestArgs {
     /// failure reported rather than fail the command.
     #[arg(long, value_enum, default_value_t = ModeArg::Enforce)]
     mode: ModeArg,
+    /// Output format: `text` summarises (counts, drop reasons with a few
+    /// names each); `json` lists every kept and dropped type with its reason.
+    #[arg(long, value_enum, default_value_t = Output::Text)]
+    output: Output,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -124,7 +132,7 @@ struct NewArgs {
     role: RoleArg,
     /// A nodewright source checkout (the directory holding `filters/sdk`
     /// and `filters/host`): the new crate depends on its SDK and harness by
-    /// absolute path.
+    /// absolute path instead of by version from crates.io.
     #[arg(long, value_name = "PATH")]
     nodewright: Option<PathBuf>,
 }
@@ -148,11 +156,6 @@ pub enum FilterCliError {
     /// `new NAME` would overwrite something.
     #[error("{0} already exists; choose another name or remove it")]
     Exists(PathBuf),
-    /// `new` was not told where the SDK is.
-    #[error(
-        "pass --nodewright PATH: the nodewright source checkout whose filters/sdk and filters/host the new crate depends on"
-    )]
-    NoSourceTree,
     /// `--nodewright` does not point at a source tree with the SDK.
     #[error(
         "--nodewright {path}: {problem}; pass the directory of a nodewright source checkout (the one holding filters/sdk and filters/host)"
@@ -180,8 +183,8 @@ pub fn run(args: FilterArgs) -> Result<(), CliError> {
         FilterCommand::Test(a) => test(&a),
         FilterCommand::Inspect(a) => inspect(&a),
         FilterCommand::New(a) => {
-            let source_tree = scaffold::source_tree(a.nodewright.as_deref())?;
-            let text = scaffold::create(&a.name, Role::from(a.role), &source_tree)?;
+            let source = scaffold::sdk_source(a.nodewright.as_deref())?;
+            let text = scaffold::create(&a.name, Role::from(a.role), &source)?;
             emit(&text)
         }
     }
@@ -213,147 +216,40 @@ fn test(args: &TestArgs) -> Result<(), CliError> {
             .unwrap_or(0),
     });
     let shadow = args.mode == ModeArg::Shadow;
-    let mut out = format!(
-        "{} as {role}{}: loaded in {load_time:.2?}\n",
-        harness.module().name(),
-        if shadow { " in shadow mode" } else { "" }
-    );
-    let result = match role {
-        Role::InstanceFilter => {
+    let name = harness.module().name().to_string();
+    let (mut report, result) = match role {
+        Role::InstanceFilter | Role::PriorityScorer => {
             let types = instance_types(args.candidates.as_deref(), &args.region)?;
-            run_filter(&harness, &types, shadow)
+            let mut report = TestReport::new(name, role, shadow, types.len(), load_time);
+            let result = if role == Role::InstanceFilter {
+                report.run_filter(&harness, &types)
+            } else {
+                report.run_scorer(&harness, &types)
+            };
+            (report, result)
         }
-        Role::PriorityScorer => {
-            let types = instance_types(args.candidates.as_deref(), &args.region)?;
-            run_scorer(&harness, &types, shadow)
+        Role::AmiSelector => {
+            let amis = amis(args.candidates.as_deref())?;
+            let mut report = TestReport::new(name, role, shadow, amis.len(), load_time);
+            let result = report.run_selector(&harness, &amis);
+            (report, result)
         }
-        Role::AmiSelector => run_selector(&harness, &amis(args.candidates.as_deref())?, shadow),
     };
     match result {
-        Ok(text) => out.push_str(&text),
+        Ok(()) => {}
         // A shadow module's failure is reported on the class, not enforced.
-        Err(e) if shadow => out.push_str(&format!(
-            "shadow module failed (reported, not enforced; nothing changes): {e}\n"
-        )),
+        Err(e) if shadow => report.error = Some(e.to_string()),
         Err(e) => return Err(e.into()),
     }
-    emit(&out)
-}
-
-fn run_filter(
-    harness: &Harness,
-    types: &[InstanceTypeInfo],
-    shadow: bool,
-) -> Result<String, CallError> {
-    let r = harness.filter(types)?;
-    let mut out = format!(
-        "call: {:.2?} for {} candidates\n",
-        r.report.elapsed,
-        types.len()
-    );
-    if shadow {
-        out.push_str(&format!(
-            "nothing is dropped in shadow mode; kept ({}): all\n",
-            types.len()
-        ));
-        out.push_str(&format!("would drop ({}):\n", r.dropped.len()));
-    } else {
-        out.push_str(&format!("kept ({}): {}\n", r.kept.len(), r.kept.join(", ")));
-        out.push_str(&format!("dropped ({}):\n", r.dropped.len()));
+    match args.output {
+        Output::Json => emit(&format!("{}\n", serde_json::to_string_pretty(&report)?)),
+        Output::Text => emit(&format!(
+            "{} as {role}{}: loaded in {load_time:.2?}\n{}",
+            report.component,
+            if shadow { " in shadow mode" } else { "" },
+            report.text()
+        )),
     }
-    for (name, reason) in &r.dropped {
-        out.push_str(&format!("  {name}: {reason}\n"));
-    }
-    push_logs(&mut out, &r.report);
-    Ok(out)
-}
-
-fn run_scorer(
-    harness: &Harness,
-    types: &[InstanceTypeInfo],
-    shadow: bool,
-) -> Result<String, CallError> {
-    let r = harness.score(types)?;
-    let mut out = format!(
-        "call: {:.2?} for {} candidates\n",
-        r.report.elapsed,
-        types.len()
-    );
-    if shadow {
-        let reorder = Reorder::between(&price_order(types), &r.order);
-        out.push_str(&format!(
-            "would move {} of {} options against price order\n  enforced (price order): {}\n  with this scorer:       {}\n",
-            reorder.moved,
-            reorder.total,
-            reorder.enforced.join(", "),
-            reorder.shadow.join(", ")
-        ));
-        out.push_str("try order it would give (score, then price):\n");
-    } else {
-        out.push_str("try order (score, then price):\n");
-    }
-    for (i, name) in r.order.iter().enumerate() {
-        let score = r.score_of(name).unwrap_or_default();
-        out.push_str(&format!("  {:>3}. {name} (score {score})\n", i + 1));
-    }
-    push_logs(&mut out, &r.report);
-    Ok(out)
-}
-
-fn run_selector(harness: &Harness, amis: &[Ami], shadow: bool) -> Result<String, CallError> {
-    let r = harness.select(amis)?;
-    let mut out = format!(
-        "call: {:.2?} for {} candidates\n",
-        r.report.elapsed,
-        amis.len()
-    );
-    if shadow {
-        // Shadowed, the built-in default decides.
-        let enforced = Harness::builtin(Role::AmiSelector, "available-amis")
-            .map_err(|e| CallError::Setup(e.to_string()))?
-            .select(amis)?;
-        let reorder = Reorder::between(&enforced.order, &r.order);
-        out.push_str(&format!(
-            "would move {} of {} images against builtin:available-amis\n  enforced (available-amis): {}\n  with this selector:        {}\n",
-            reorder.moved,
-            reorder.total,
-            enforced.order.join(", "),
-            r.order.join(", ")
-        ));
-    } else {
-        out.push_str("selected, best first:\n");
-        for id in &r.order {
-            out.push_str(&format!("  {id}\n"));
-        }
-    }
-    let left_out: Vec<&str> = amis
-        .iter()
-        .map(|a| a.id.as_str())
-        .filter(|id| !r.order.iter().any(|o| o == id))
-        .collect();
-    let label = if shadow {
-        "would leave out"
-    } else {
-        "left out"
-    };
-    out.push_str(&format!("{label}: {}\n", left_out.join(", ")));
-    push_logs(&mut out, &r.report);
-    Ok(out)
-}
-
-/// Names ordered as without any scorer: cheapest available offering first.
-fn price_order(types: &[InstanceTypeInfo]) -> Vec<String> {
-    let price = |t: &InstanceTypeInfo| {
-        t.offerings
-            .iter()
-            .filter(|o| o.available)
-            .map(|o| o.price)
-            .min_by(f64::total_cmp)
-            .unwrap_or(f64::INFINITY)
-    };
-    let mut order: Vec<&InstanceTypeInfo> = types.iter().collect();
-    order.sort_by(|a, b| price(a).total_cmp(&price(b)));
-    order.into_iter().map(|t| t.name.clone()).collect()
 }
 
 fn inspect(args: &InspectArgs) -> Result<(), CliError> {
@@ -429,15 +325,6 @@ fn render_inspection(path: &Path, found: &Inspection) -> String {
         ));
     }
     out
-}
-
-fn push_logs(out: &mut String, report: &nodewright_host::CallReport) {
-    for (level, line) in &report.logs {
-        out.push_str(&format!("log {level:?}: {line}\n"));
-    }
-    if !report.guest_output.trim().is_empty() {
-        out.push_str(&format!("stdout/stderr: {}\n", report.guest_output.trim()));
-    }
 }
 
 fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, FilterCliError> {

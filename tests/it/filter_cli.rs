@@ -1,5 +1,6 @@
-//! `nodewright filter` as a user runs it: `test` (enforced and shadow),
-//! `inspect`, and `new` with its `--nodewright` checks and native tests.
+//! `nodewright filter` as a user runs it: `test` (enforced and shadow, text
+//! and JSON), `inspect`, and `new` by version or with `--nodewright`, and the
+//! scaffolds' native tests.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -104,9 +105,24 @@ fn filter_test_in_shadow_mode_reports_and_never_fails() {
     let text = stdout(&out);
     assert!(text.contains("in shadow mode"), "{text}");
     assert!(text.contains("nothing is dropped in shadow mode"), "{text}");
+    assert!(text.contains("would drop ("), "{text}");
+    assert!(text.contains("  <type> has a long name\n"), "{text}");
+    let out = filter_test(
+        &wasm,
+        r#"{"mode": "name-length"}"#,
+        &["--mode", "shadow", "--output", "json"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["mode"], "shadow");
     assert!(
-        text.contains("c7i-flex.xlarge: c7i-flex.xlarge has a long name"),
-        "{text}"
+        json["dropped"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["name"] == "c7i-flex.xlarge"
+                && d["reason"] == "c7i-flex.xlarge has a long name"),
+        "{json}"
     );
 
     // A failure is reported, and the command succeeds.
@@ -119,6 +135,18 @@ fn filter_test_in_shadow_mode_reports_and_never_fails() {
     let text = stdout(&out);
     assert!(text.contains("shadow module failed"), "{text}");
     assert!(text.contains("deliberate panic"), "{text}");
+    let out = filter_test(
+        &wasm,
+        r#"{"mode": "panic"}"#,
+        &["--mode", "shadow", "--output", "json"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        json["error"].as_str().unwrap().contains("deliberate panic"),
+        "{json}"
+    );
+    assert!(json.get("kept").is_none(), "{json}");
 
     // A shadow scorer is compared with the price order.
     let out = nodewright(&[
@@ -197,12 +225,185 @@ fn filter_inspect_shows_what_to_check_before_pinning() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// The names of every instance type `filter test` passes a filter when no
+/// candidates file is given, worked out through the library.
+fn embedded_catalog_names() -> Vec<String> {
+    use nodewright::aws::catalog::Catalog;
+    use nodewright::aws::instance_types::{ResolverSettings, filter_records, resolve_all};
+    let catalog = Catalog::embedded("us-east-1").unwrap();
+    let types = resolve_all(&catalog, &ResolverSettings::default()).unwrap();
+    let set = filter_records(&catalog, &types);
+    set.views().iter().map(|t| t.to_info().name).collect()
+}
+
+#[test]
+fn filter_test_summarises_the_whole_catalog_in_a_few_short_lines() {
+    let all = embedded_catalog_names();
+    let long = all.iter().filter(|n| n.len() > 10).count();
+    assert!(
+        all.len() > 500 && long > 20,
+        "{} types, {long} long",
+        all.len()
+    );
+    let out = filter_test(
+        &component("misbehaving-filter"),
+        r#"{"mode": "name-length"}"#,
+        &["--timeout-ms", "5000"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let summary = format!(
+        "kept {}, dropped {long}, of {}\n",
+        all.len() - long,
+        all.len()
+    );
+    assert!(text.contains(&summary), "{summary} in {text}");
+    assert!(
+        text.contains(&format!(
+            "dropped ({long}) by reason (1 reason):\n  {long}  <type> has a long name\n"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("kept ({}): ", all.len() - long)),
+        "{text}"
+    );
+    assert!(text.contains("… and "), "{text}");
+    assert!(
+        text.contains("every type and reason: --output json"),
+        "{text}"
+    );
+    assert!(text.lines().count() < 20, "{text}");
+    let widest = text.lines().map(|l| l.chars().count()).max().unwrap_or(0);
+    assert!(widest < 200, "a {widest}-character line in {text}");
+}
+
+#[test]
+fn filter_test_json_lists_every_kept_and_dropped_type() {
+    let out = filter_test(
+        &component("misbehaving-filter"),
+        r#"{"mode": "name-length"}"#,
+        &["--timeout-ms", "5000", "--output", "json"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names = |v: &serde_json::Value| -> Vec<String> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n.as_str().unwrap().to_string())
+            .collect()
+    };
+    let kept = names(&json["kept"]);
+    let dropped: Vec<(String, String)> = json["dropped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["name"].as_str().unwrap().to_string(),
+                d["reason"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let mut every: Vec<String> = kept
+        .iter()
+        .cloned()
+        .chain(dropped.iter().map(|(n, _)| n.clone()))
+        .collect();
+    every.sort();
+    let mut all = embedded_catalog_names();
+    all.sort();
+    assert_eq!(every, all);
+    assert_eq!(json["candidates"], all.len());
+    assert_eq!(json["role"], "instance-filter");
+    assert_eq!(json["mode"], "enforce");
+    assert!(json["callMs"].as_f64().is_some(), "{json}");
+    assert!(kept.iter().all(|n| n.len() <= 10), "{kept:?}");
+    for (name, reason) in &dropped {
+        assert!(name.len() > 10, "{name}");
+        assert_eq!(reason, &format!("{name} has a long name"));
+    }
+    // One reason group holding every dropped type, in candidate order.
+    let groups = json["droppedByReason"].as_array().unwrap();
+    assert_eq!(groups.len(), 1, "{groups:?}");
+    assert_eq!(groups[0]["reason"], "<type> has a long name");
+    assert_eq!(groups[0]["count"], dropped.len());
+    let grouped = names(&groups[0]["types"]);
+    let in_order: Vec<String> = dropped.iter().map(|(n, _)| n.clone()).collect();
+    assert_eq!(grouped, in_order);
+}
+
+/// Several reasons, each counted and shown with its types, largest first,
+/// on a candidates file small enough to check every line.
+#[test]
+fn filter_test_groups_drops_by_reason() {
+    use nodewright_filter::fixtures::it;
+    let dir = tempdir("reasons");
+    let mut candidates = vec![
+        it("t3.large").burstable().build(),
+        it("m7g.large").build(),
+        it("c5.large").build(),
+        it("c5.xlarge").build(),
+    ];
+    for size in ["nano", "micro", "small", "medium", "xlarge", "2xlarge"] {
+        candidates.push(it(&format!("t3a.{size}")).burstable().build());
+    }
+    let file = dir.join("candidates.json");
+    std::fs::write(&file, serde_json::to_vec(&candidates).unwrap()).unwrap();
+    let wasm = nodewright_host::harness::build_component(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("filters/examples/no-burstable"),
+    )
+    .unwrap();
+    let out = filter_test(
+        &wasm,
+        r#"{"families": ["c5"]}"#,
+        &["--candidates", file.to_str().unwrap()],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let expected = "\
+kept 1, dropped 9, of 10
+dropped (9) by reason (2 reasons):
+  7  <type> is burstable (CPU credits)
+     t3.large, t3a.nano, t3a.micro, t3a.small, t3a.medium … and 2 more
+  2  <type> is in family c5, excluded by config.families
+     c5.large, c5.xlarge
+kept (1): m7g.large
+every type and reason: --output json
+";
+    assert!(text.contains(expected), "expected\n{expected}in\n{text}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn filter_new_depends_on_the_sdk_by_version_by_default() {
+    let dir = tempdir("new-version");
+    let out = nodewright_in(&dir, &["filter", "new", "by-version"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("from crates.io"), "{}", stdout(&out));
+    let text = std::fs::read_to_string(dir.join("by-version/Cargo.toml")).unwrap();
+    let manifest: toml::Table = toml::from_str(&text).unwrap();
+    let deps = manifest["dependencies"].as_table().unwrap();
+    let version = nodewright_filter::VERSION;
+    assert_eq!(deps["nodewright-filter"].as_str(), Some(version), "{text}");
+    let host = deps["nodewright-host"].as_table().unwrap();
+    assert_eq!(host["version"].as_str(), Some(version), "{text}");
+    assert_eq!(host["optional"].as_bool(), Some(true), "{text}");
+    assert!(!text.contains("path ="), "{text}");
+    // The harness stays behind its feature.
+    assert_eq!(
+        manifest["features"]["harness"].as_array().unwrap()[0].as_str(),
+        Some("dep:nodewright-host")
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn filter_new_checks_and_resolves_the_source_tree() {
     let dir = tempdir("new-paths");
-    // Not given, nonexistent, and not a checkout: one line saying what to pass.
+    // Nonexistent, and not a checkout: one line saying what to pass.
     for args in [
-        vec!["filter", "new", "a"],
         vec!["filter", "new", "a", "--nodewright", "no/such/dir"],
         vec!["filter", "new", "a", "--nodewright", "."],
     ] {
@@ -214,7 +415,7 @@ fn filter_new_checks_and_resolves_the_source_tree() {
         assert!(!dir.join("a").exists());
     }
     // A relative path is resolved from where the command runs and written
-    // as an absolute path.
+    // as an absolute path, for both crates, with no version.
     let root = Path::new(env!("CARGO_MANIFEST_DIR"))
         .canonicalize()
         .unwrap();
@@ -224,12 +425,18 @@ fn filter_new_checks_and_resolves_the_source_tree() {
         &["filter", "new", "relative-path", "--nodewright", &relative],
     );
     assert!(out.status.success(), "{}", stderr(&out));
-    let manifest = std::fs::read_to_string(dir.join("relative-path/Cargo.toml")).unwrap();
-    let sdk = root.join("filters/sdk");
-    assert!(
-        manifest.contains(&format!("path = \"{}\"", sdk.display())),
-        "{manifest}"
-    );
+    let text = std::fs::read_to_string(dir.join("relative-path/Cargo.toml")).unwrap();
+    let manifest: toml::Table = toml::from_str(&text).unwrap();
+    let deps = manifest["dependencies"].as_table().unwrap();
+    for (name, dir) in [
+        ("nodewright-filter", "filters/sdk"),
+        ("nodewright-host", "filters/host"),
+    ] {
+        let dep = deps[name].as_table().unwrap();
+        let path = root.join(dir).display().to_string();
+        assert_eq!(dep["path"].as_str(), Some(path.as_str()), "{text}");
+        assert!(dep.get("version").is_none(), "{text}");
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

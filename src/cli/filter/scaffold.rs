@@ -9,10 +9,67 @@ use nodewright_host::Role;
 use super::FilterCliError;
 use crate::cli::CliError;
 
+/// Where a new crate gets the SDK (`nodewright-filter`) and the harness
+/// (`nodewright-host`) from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SdkSource {
+    /// The registry, at this version: all an author needs is `cargo`.
+    Registry {
+        /// The version requirement written for both crates.
+        version: &'static str,
+    },
+    /// A source checkout's `filters/sdk` and `filters/host`, by absolute
+    /// path: for working on nodewright and a filter together.
+    Checkout(PathBuf),
+}
+
+impl SdkSource {
+    /// The crates this nodewright was built with, from the registry. The SDK
+    /// and the harness are released together under one version.
+    pub fn registry() -> SdkSource {
+        SdkSource::Registry {
+            version: nodewright_host::sdk::VERSION,
+        }
+    }
+
+    /// The two dependency lines of the new crate's `[dependencies]`.
+    fn dependencies(&self) -> String {
+        match self {
+            SdkSource::Registry { version } => format!(
+                "nodewright-filter = {v}\nnodewright-host = {{ version = {v}, optional = true }}",
+                v = toml_string(version)
+            ),
+            SdkSource::Checkout(root) => format!(
+                "nodewright-filter = {{ path = {} }}\nnodewright-host = {{ path = {}, optional = true }}",
+                toml_string(&root.join("filters/sdk").display().to_string()),
+                toml_string(&root.join("filters/host").display().to_string())
+            ),
+        }
+    }
+
+    /// Where the dependencies come from, for the message after `new`.
+    fn describe(&self) -> String {
+        match self {
+            SdkSource::Registry { version } => format!(
+                "depending on nodewright-filter and nodewright-host {version} from crates.io"
+            ),
+            SdkSource::Checkout(root) => format!("using the SDK in {}", root.display()),
+        }
+    }
+}
+
+/// The dependency source for `new`: the registry unless `--nodewright`
+/// names a checkout, which must then hold the SDK and the harness.
+pub fn sdk_source(given: Option<&Path>) -> Result<SdkSource, FilterCliError> {
+    match given {
+        None => Ok(SdkSource::registry()),
+        Some(path) => source_tree(path).map(SdkSource::Checkout),
+    }
+}
+
 /// The nodewright checkout at `given`, resolved to an absolute path, once
 /// it is known to hold the SDK and the harness.
-pub fn source_tree(given: Option<&Path>) -> Result<PathBuf, FilterCliError> {
-    let given = given.ok_or(FilterCliError::NoSourceTree)?;
+fn source_tree(given: &Path) -> Result<PathBuf, FilterCliError> {
     let problem = |problem: String| FilterCliError::NotASourceTree {
         path: given.to_path_buf(),
         problem,
@@ -32,8 +89,8 @@ pub fn source_tree(given: Option<&Path>) -> Result<PathBuf, FilterCliError> {
 }
 
 /// Writes crate `name` for `role` into `./name`, depending on the SDK and
-/// harness in `source_tree`; returns what to tell the user.
-pub fn create(name: &str, role: Role, source_tree: &Path) -> Result<String, CliError> {
+/// harness from `source`; returns what to tell the user.
+pub fn create(name: &str, role: Role, source: &SdkSource) -> Result<String, CliError> {
     let valid = name.chars().next().is_some_and(|c| c.is_ascii_lowercase())
         && name
             .chars()
@@ -66,14 +123,7 @@ pub fn create(name: &str, role: Role, source_tree: &Path) -> Result<String, CliE
             .replace("__NAME__", name)
             .replace("__LIB__", &lib_name)
             .replace("__ROLE__", role.as_str())
-            .replace(
-                "__SDK__",
-                &toml_string(&source_tree.join("filters/sdk").display().to_string()),
-            )
-            .replace(
-                "__HOST__",
-                &toml_string(&source_tree.join("filters/host").display().to_string()),
-            )
+            .replace("__DEPENDENCIES__", &source.dependencies())
     };
     std::fs::create_dir_all(dir.join("src"))?;
     std::fs::create_dir_all(dir.join("tests"))?;
@@ -82,8 +132,8 @@ pub fn create(name: &str, role: Role, source_tree: &Path) -> Result<String, CliE
     std::fs::write(dir.join("tests/harness.rs"), fill(harness))?;
     std::fs::write(dir.join("README.md"), fill(README))?;
     Ok(format!(
-        "created {name}/ ({role}), using the SDK in {}\nnext: cd {name} && cargo test && cargo build --target wasm32-wasip2 --release\n",
-        source_tree.display()
+        "created {name}/ ({role}), {}\nnext: cd {name} && cargo test && cargo build --target wasm32-wasip2 --release\n",
+        source.describe()
     ))
 }
 
@@ -121,8 +171,7 @@ crate-type = ["cdylib", "rlib"]
 harness = ["dep:nodewright-host"]
 
 [dependencies]
-nodewright-filter = { path = __SDK__ }
-nodewright-host = { path = __HOST__, optional = true }
+__DEPENDENCIES__
 serde = { version = "1", features = ["derive"] }
 
 [[test]]
@@ -348,19 +397,68 @@ mod tests {
     fn source_tree_must_hold_the_sdk() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));
         assert_eq!(
-            source_tree(Some(root)).unwrap(),
-            root.canonicalize().unwrap()
+            sdk_source(Some(root)).unwrap(),
+            SdkSource::Checkout(root.canonicalize().unwrap())
         );
-        assert!(matches!(
-            source_tree(None),
-            Err(FilterCliError::NoSourceTree)
-        ));
-        let err = source_tree(Some(&root.join("does-not-exist"))).unwrap_err();
+        assert_eq!(sdk_source(None).unwrap(), SdkSource::registry());
+        let err = sdk_source(Some(&root.join("does-not-exist"))).unwrap_err();
         assert!(err.to_string().contains("cannot resolve it"), "{err}");
-        let err = source_tree(Some(&root.join("src"))).unwrap_err();
+        let err = sdk_source(Some(&root.join("src"))).unwrap_err();
         assert!(
             err.to_string().contains("has no filters/sdk/Cargo.toml"),
             "{err}"
+        );
+    }
+
+    /// The version written for both crates is the one each is published
+    /// under, and the one the crates between them require.
+    #[test]
+    fn sdk_and_harness_share_the_version_new_crates_ask_for() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let manifest = |dir: &str| -> toml::Table {
+            let text = std::fs::read_to_string(root.join(dir).join("Cargo.toml")).unwrap();
+            toml::from_str(&text).unwrap()
+        };
+        let SdkSource::Registry { version } = SdkSource::registry() else {
+            panic!("the default source is the registry");
+        };
+        let mut required = Vec::new();
+        for dir in [
+            "filters/sdk",
+            "filters/host",
+            "filters/available-amis",
+            "filters/flex-first",
+        ] {
+            let m = manifest(dir);
+            assert_eq!(m["package"]["version"].as_str(), Some(version), "{dir}");
+            assert!(
+                m["package"].get("publish").is_none(),
+                "{dir} is not publishable"
+            );
+            let deps = m["dependencies"].as_table().unwrap();
+            for (name, dep) in deps.iter().filter(|(n, _)| n.starts_with("nodewright-")) {
+                required.push((dir, name.clone(), dep.get("version").cloned()));
+            }
+        }
+        assert_eq!(required.len(), 5, "{required:?}");
+        for (dir, name, req) in required {
+            let req = req.and_then(|v| v.as_str().map(str::to_string));
+            assert_eq!(req.as_deref(), Some(version), "{dir} → {name}");
+        }
+    }
+
+    #[test]
+    fn dependencies_by_version_or_by_path() {
+        let registry = SdkSource::Registry { version: "1.2.3" }.dependencies();
+        assert_eq!(
+            registry,
+            "nodewright-filter = \"1.2.3\"\nnodewright-host = { version = \"1.2.3\", optional = true }"
+        );
+        assert!(!registry.contains("path"));
+        let checkout = SdkSource::Checkout(PathBuf::from("/src/nw")).dependencies();
+        assert_eq!(
+            checkout,
+            "nodewright-filter = { path = \"/src/nw/filters/sdk\" }\nnodewright-host = { path = \"/src/nw/filters/host\", optional = true }"
         );
     }
 

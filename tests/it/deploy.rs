@@ -318,7 +318,7 @@ fn queries(value: &serde_json::Value, out: &mut Vec<String>) {
 /// `src/metrics.rs` (the registry's text lists a family only once it has a
 /// sample): gauges as they are, counters with `_total`, histograms with
 /// `_bucket`, `_sum` and `_count`.
-fn exported_series() -> std::collections::BTreeSet<String> {
+pub(crate) fn exported_series() -> std::collections::BTreeSet<String> {
     let source = std::fs::read_to_string(root().join("src/metrics.rs")).unwrap();
     let registration =
         regex::Regex::new(r#"\b(counters|gauges|histograms)\(\s*"([a-z_]+)""#).unwrap();

@@ -31,6 +31,7 @@ mod nodepool;
 mod operator;
 mod pricing;
 mod provisioning;
+mod reference;
 mod sandbox;
 mod sandbox_aws;
 mod sandbox_disruption;

@@ -293,13 +293,27 @@ fn a_scaffolded_filter_builds_and_runs_in_the_sandbox() {
         r#"{"maxVcpu": 8}"#,
         "--timeout-ms",
         "5000",
+        "--output",
+        "json",
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let text = stdout(&out);
-    assert!(text.contains("m5.large"), "{text}");
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(
-        text.contains("m5.24xlarge: m5.24xlarge has 96 vCPUs, more than 8"),
-        "{text}"
+        json["kept"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n == "m5.large"),
+        "{json}"
+    );
+    assert!(
+        json["dropped"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["name"] == "m5.24xlarge"
+                && d["reason"] == "m5.24xlarge has 96 vCPUs, more than 8"),
+        "{json}"
     );
     // A config the component rejects is reported, not a crash.
     let out = nodewright(&[

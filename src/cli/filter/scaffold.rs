@@ -25,7 +25,7 @@ pub enum SdkSource {
 
 impl SdkSource {
     /// The crates this nodewright was built with, from the registry. The SDK
-    /// and the harness are released together under one version.
+    /// and the harness are released with nodewright, under its version.
     pub fn registry() -> SdkSource {
         SdkSource::Registry {
             version: nodewright_host::sdk::VERSION,
@@ -422,6 +422,8 @@ mod tests {
         let SdkSource::Registry { version } = SdkSource::registry() else {
             panic!("the default source is the registry");
         };
+        // Released together: `nodewright --version` names the crates' version.
+        assert_eq!(version, env!("CARGO_PKG_VERSION"));
         let mut required = Vec::new();
         for dir in [
             "filters/sdk",

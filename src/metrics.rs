@@ -112,10 +112,22 @@ pub struct Metrics {
     /// `nodewright_interruption_queue_healthy{queue}`: 1 while the queue
     /// can be read, 0 while it cannot.
     pub interruption_queue_healthy: Gauges,
+    /// `karpenter_consolidation_moves_total{decision, nodepool, policy}`:
+    /// consolidation moves scored (every single-node move; one per
+    /// multi-node search), approved or rejected.
+    pub consolidation_moves: Counters,
+    /// `karpenter_consolidation_score{decision, nodepool, policy}`: the
+    /// scores of `Balanced` pools' moves.
+    pub consolidation_score: Histograms,
 }
 
 fn duration_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.005, 2.0, 14))
+}
+
+/// Karpenter's buckets for `karpenter_consolidation_score`.
+fn score_histogram() -> Histogram {
+    Histogram::new([0.1, 0.25, 0.33, 0.5, 1.0, 2.0, 5.0, 10.0])
 }
 
 impl Metrics {
@@ -150,6 +162,10 @@ impl Metrics {
         let nodes_terminated = counters(
             "karpenter_nodes_terminated",
             "Nodes released after termination",
+        );
+        let consolidation_moves = counters(
+            "karpenter_consolidation_moves",
+            "Consolidation moves scored, by decision, NodePool and policy",
         );
         let nodes_drained = counters("karpenter_nodes_drained", "Nodes drained");
         let pods_eviction_requests = counters(
@@ -243,30 +259,40 @@ impl Metrics {
             "karpenter_voluntary_disruption_eligible_nodes",
             "Nodes a disruption method may consider, by reason",
         );
-        let mut histograms = |name: &str, help: &str| {
-            let family = Histograms::new_with_constructor(duration_histogram as fn() -> Histogram);
+        let mut histograms = |name: &str, help: &str, buckets: fn() -> Histogram| {
+            let family = Histograms::new_with_constructor(buckets);
             registry.register(name, help, family.clone());
             family
         };
         let pods_scheduling_decision_duration = histograms(
             "karpenter_pods_scheduling_decision_duration_seconds",
             "From a pod becoming unschedulable to the provisioning decision about it",
+            duration_histogram,
         );
         let scheduling_duration = histograms(
             "karpenter_scheduler_scheduling_duration_seconds",
             "Duration of a provisioning solve",
+            duration_histogram,
         );
         let cloudprovider_duration = histograms(
             "karpenter_cloudprovider_duration_seconds",
             "Duration of cloud provider calls",
+            duration_histogram,
         );
         let interruption_message_queue_duration = histograms(
             "karpenter_interruption_message_queue_duration_seconds",
             "From an interruption event's time to its handling",
+            duration_histogram,
         );
         let disruption_evaluation_duration = histograms(
             "karpenter_voluntary_disruption_decision_evaluation_duration_seconds",
             "Duration of one disruption method's evaluation",
+            duration_histogram,
+        );
+        let consolidation_score = histograms(
+            "karpenter_consolidation_score",
+            "Scores of Balanced consolidation moves, by decision, NodePool and policy",
+            score_histogram,
         );
         build_info
             .get_or_create(&labels(&[("version", env!("CARGO_PKG_VERSION"))]))
@@ -308,6 +334,8 @@ impl Metrics {
             interruption_actions,
             interruption_instance_status_unhealthy,
             interruption_queue_healthy,
+            consolidation_moves,
+            consolidation_score,
         }
     }
 

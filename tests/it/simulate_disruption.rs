@@ -9,7 +9,10 @@ use std::sync::Arc;
 use k8s_openapi::jiff::Timestamp;
 use nodewright::aws::catalog::Catalog;
 use nodewright::aws::instance_types::InstanceTypeProvider;
+use nodewright::controllers::disruption::events::approved_events;
+use nodewright::controllers::disruption::plan::{DisruptionPlan, MarkSource, PlanOptions, plan};
 use nodewright::extensions::Extensions;
+use nodewright::scheduling::SchedulerOptions;
 use nodewright::sim::Manifests;
 use nodewright::sim::disruption::{DisruptionOptions, DisruptionOutput, disruption_of};
 use nodewright_host::HostConfig;
@@ -107,6 +110,25 @@ fn run(docs: &[Value], spot_to_spot: bool) -> DisruptionOutput {
         spot_to_spot,
     };
     disruption_of(manifests, &provider, &options, false).unwrap()
+}
+
+/// The plan itself, with what `simulate` does not print (scored moves).
+fn plan_of(docs: &[Value]) -> DisruptionPlan {
+    let yaml: String = docs.iter().map(|d| format!("---\n{d}\n")).collect();
+    let mut manifests = Manifests::default();
+    manifests.add_yaml("test.yaml", &yaml).unwrap();
+    let catalog = Arc::new(Catalog::embedded("us-east-1").unwrap());
+    let extensions = Arc::new(Extensions::new(HostConfig::default()).unwrap());
+    let provider = InstanceTypeProvider::new(catalog, extensions, Arc::default());
+    let options = PlanOptions {
+        at: AT.parse::<Timestamp>().unwrap(),
+        spot_to_spot: false,
+        scheduler: SchedulerOptions::default(),
+        marks: MarkSource::Recompute,
+        max_passes: Some(1),
+        exhaustive: false,
+    };
+    plan(&manifests.snapshot(), &provider, &options).unwrap()
 }
 
 fn cluster(disruption: Value, nodes: &[NodeSpec]) -> Vec<Value> {
@@ -901,6 +923,25 @@ fn balanced_refuses_moves_that_save_little_for_much_disruption() {
         assert_eq!(kept.reason, "policy", "{name}");
         assert!(kept.message.contains("Balanced"), "{}", kept.message);
     }
+    // The moves the scores refused are what the metrics count as rejected;
+    // none gets a ConsolidationApproved event.
+    let found = plan_of(&cluster(balanced("Balanced"), &nodes));
+    assert!(!found.moves.is_empty(), "moves were scored");
+    for m in &found.moves {
+        assert!(!m.approved, "{m:?}");
+        let part = &m.pools[0];
+        assert_eq!((part.pool.as_str(), part.policy), ("default", "Balanced"));
+        assert!(part.score.is_some_and(|s| s.value() < 0.5), "{part:?}");
+    }
+    assert!(approved_events(&found.moves).is_empty());
+    // Under another policy moves are counted, never scored.
+    let found = plan_of(&cluster(balanced("WhenEmptyOrUnderutilized"), &nodes));
+    assert!(
+        found
+            .moves
+            .iter()
+            .all(|m| m.pools.iter().all(|p| p.score.is_none()))
+    );
 }
 
 #[test]
@@ -923,4 +964,20 @@ fn balanced_makes_moves_that_save_as_much_as_they_disrupt() {
     let first = out.disruption.decisions.first().expect("a consolidation");
     assert!(first.price_per_hour_after < first.price_per_hour_before);
     assert!(first.method.contains("consolidation"), "{}", first.method);
+    // The approved move is scored at or above the threshold and gets
+    // Karpenter's ConsolidationApproved text.
+    let found = plan_of(&cluster(balanced("Balanced"), &nodes));
+    let approved = found
+        .moves
+        .iter()
+        .find(|m| m.approved)
+        .expect("an approved move");
+    assert!(approved.pools[0].score.is_some_and(|s| s.value() >= 0.5));
+    let events = approved_events(&found.moves);
+    assert!(!events.is_empty());
+    assert!(
+        events[0].3.starts_with("score ") && events[0].3.contains(">= threshold 0.50 (k: 2"),
+        "{:?}",
+        events[0]
+    );
 }

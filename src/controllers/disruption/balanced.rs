@@ -141,49 +141,129 @@ pub fn pool_totals(
     out
 }
 
-/// Whether every `Balanced` pool among the command's candidates approves
-/// it; when one does not, its score, for the message. Savings are shared
-/// among the pools by their candidates' price.
-pub fn approve(command: &Command, totals: &BTreeMap<String, PoolTotals>) -> Result<(), String> {
+/// One NodePool's part in a consolidation move: its policy, and for a
+/// `Balanced` pool the move's score and the savings it was given.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PoolScore {
+    /// The NodePool.
+    pub pool: String,
+    /// Its `consolidationPolicy`, as written (the metrics' `policy` label).
+    pub policy: &'static str,
+    /// The move's score in the pool, for `Balanced` pools only.
+    pub score: Option<Score>,
+    /// The share of the move's savings counted for the pool, $/h.
+    pub savings: f64,
+}
+
+impl PoolScore {
+    /// Whether the pool lets the move go (pools that are not `Balanced`
+    /// always do).
+    pub fn approved(&self) -> bool {
+        self.score.is_none_or(|s| s.approved())
+    }
+
+    /// Karpenter's score text: `score S >= threshold T (k: K, savings X%,
+    /// disruption Y%)`.
+    pub fn message(&self) -> Option<String> {
+        let score = self.score?;
+        Some(format!(
+            "score {:.2} >= threshold {:.2} (k: {}, savings {:.1}%, disruption {:.1}%)",
+            score.value(),
+            1.0 / BALANCED_K,
+            BALANCED_K,
+            score.savings_fraction * 100.0,
+            score.disruption_fraction * 100.0
+        ))
+    }
+}
+
+/// A consolidation move scored in a pass: what Karpenter's
+/// `karpenter_consolidation_moves_total` and `karpenter_consolidation_score`
+/// count and its `ConsolidationApproved` events report.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScoredMove {
+    /// Several candidates (multi-node consolidation) or one.
+    pub multi_node: bool,
+    /// The candidates: (Node name, or NodeClaim name without a Node;
+    /// NodeClaim name).
+    pub candidates: Vec<(String, String)>,
+    /// Each NodePool's part.
+    pub pools: Vec<PoolScore>,
+    /// Whether the move passed every pool.
+    pub approved: bool,
+}
+
+/// The name of a `consolidationPolicy` as the API writes it.
+pub fn policy_name(policy: ConsolidationPolicy) -> &'static str {
+    match policy {
+        ConsolidationPolicy::WhenEmpty => "WhenEmpty",
+        ConsolidationPolicy::WhenEmptyOrUnderutilized => "WhenEmptyOrUnderutilized",
+        ConsolidationPolicy::Balanced => "Balanced",
+    }
+}
+
+/// Each NodePool's part in `command`, in pool order. Savings are shared
+/// among the pools by their candidates' price; only `Balanced` pools are
+/// scored.
+pub fn evaluate(command: &Command, totals: &BTreeMap<String, PoolTotals>) -> Vec<PoolScore> {
     let savings = command.price_before() - command.price_after();
     let source: f64 = command.candidates.iter().map(|c| c.price).sum();
-    let mut pools: BTreeMap<String, (f64, f64)> = BTreeMap::new();
+    // Per pool: its policy, its candidates' price and reschedule cost.
+    let mut pools: BTreeMap<String, (ConsolidationPolicy, f64, f64)> = BTreeMap::new();
     for c in &command.candidates {
-        if c.node_pool.spec.effective_disruption().consolidation_policy
-            != Some(ConsolidationPolicy::Balanced)
-        {
-            continue;
-        }
-        let entry = pools.entry(c.node_pool.name_any()).or_default();
-        entry.0 += c.price;
-        entry.1 += c.reschedule_cost;
+        let policy = c
+            .node_pool
+            .spec
+            .effective_disruption()
+            .consolidation_policy
+            .unwrap_or(ConsolidationPolicy::WhenEmptyOrUnderutilized);
+        let entry = pools
+            .entry(c.node_pool.name_any())
+            .or_insert((policy, 0.0, 0.0));
+        entry.1 += c.price;
+        entry.2 += c.reschedule_cost;
     }
-    let several = command
-        .candidates
-        .iter()
-        .map(|c| c.node_pool.name_any())
-        .collect::<std::collections::BTreeSet<_>>()
-        .len()
-        > 1;
-    for (pool, (price, disruption)) in pools {
-        let share = if several && source > 0.0 {
-            savings * price / source
-        } else {
-            savings
-        };
-        let pool_totals = totals.get(&pool).copied().unwrap_or_default();
-        let score = score_move(share, disruption, pool_totals);
-        if !score.approved() {
-            return Err(format!(
-                "NodePool {pool:?} is Balanced: saving ${share:.4}/h ({:.1}% of the pool's cost) for {:.1}% of its disruption cost scores {:.2}, under the {:.2} threshold",
-                score.savings_fraction * 100.0,
-                score.disruption_fraction * 100.0,
-                score.value(),
-                1.0 / BALANCED_K
-            ));
-        }
-    }
-    Ok(())
+    let several = pools.len() > 1;
+    pools
+        .into_iter()
+        .map(|(pool, (policy, price, disruption))| {
+            let share = if several && source > 0.0 {
+                savings * price / source
+            } else {
+                savings
+            };
+            let score = (policy == ConsolidationPolicy::Balanced).then(|| {
+                let pool_totals = totals.get(&pool).copied().unwrap_or_default();
+                score_move(share, disruption, pool_totals)
+            });
+            PoolScore {
+                pool,
+                policy: policy_name(policy),
+                score,
+                savings: share,
+            }
+        })
+        .collect()
+}
+
+/// Whether every `Balanced` pool among the command's parts approves it;
+/// when one does not, why, for the message.
+pub fn approve(parts: &[PoolScore]) -> Result<(), String> {
+    let Some(refused) = parts.iter().find(|p| !p.approved()) else {
+        return Ok(());
+    };
+    let Some(score) = refused.score else {
+        return Ok(());
+    };
+    Err(format!(
+        "NodePool {:?} is Balanced: saving ${:.4}/h ({:.1}% of the pool's cost) for {:.1}% of its disruption cost scores {:.2}, under the {:.2} threshold",
+        refused.pool,
+        refused.savings,
+        score.savings_fraction * 100.0,
+        score.disruption_fraction * 100.0,
+        score.value(),
+        1.0 / BALANCED_K
+    ))
 }
 
 #[cfg(test)]

@@ -235,6 +235,7 @@ impl DisruptionController {
         if report {
             record_pass(&found);
             self.events.publish_kept(&found.kept, &found.marked).await;
+            self.events.publish_approved(&found.moves).await;
         }
         Ok(found
             .decisions
@@ -283,6 +284,44 @@ fn record_pass(found: &DisruptionPlan) {
                 ("reason", &reason.to_lowercase()),
             ]))
             .set(*allowed as f64);
+    }
+    for scored in &found.moves {
+        for part in &scored.pools {
+            // As Karpenter: a move counts as rejected only where a score refused it.
+            let move_decision = if scored.approved {
+                "approved"
+            } else {
+                "rejected"
+            };
+            let decision = if scored.multi_node {
+                move_decision
+            } else if part.approved() {
+                "approved"
+            } else {
+                "rejected"
+            };
+            m.consolidation_moves
+                .get_or_create(&labels(&[
+                    ("decision", decision),
+                    ("nodepool", &part.pool),
+                    ("policy", part.policy),
+                ]))
+                .inc();
+            if let Some(score) = part.score {
+                let decision = if part.approved() {
+                    "approved"
+                } else {
+                    "rejected"
+                };
+                m.consolidation_score
+                    .get_or_create(&labels(&[
+                        ("decision", decision),
+                        ("nodepool", &part.pool),
+                        ("policy", part.policy),
+                    ]))
+                    .observe(score.value());
+            }
+        }
     }
     for (method, took) in &found.evaluations {
         m.disruption_evaluation_duration

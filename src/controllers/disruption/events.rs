@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType};
 
+use super::balanced::ScoredMove;
 use super::candidates::{Kept, KeptReason};
 use super::plan::Marked;
 use crate::controllers::recorder::Recorder;
@@ -64,6 +65,32 @@ pub fn kept_events<'a>(
         .collect()
 }
 
+/// Karpenter's `ConsolidationApproved` events for a pass's scored moves:
+/// `(api version, kind, name, note)`. An approved single-node move of a
+/// `Balanced` pool goes on its Node and NodeClaim; a multi-node move, on
+/// each `Balanced` NodePool that approved its part.
+pub fn approved_events(moves: &[ScoredMove]) -> Vec<(&'static str, &'static str, String, String)> {
+    let mut out = Vec::new();
+    for m in moves {
+        for part in &m.pools {
+            let Some(note) = part.message().filter(|_| part.approved()) else {
+                continue;
+            };
+            if m.multi_node {
+                out.push(("karpenter.sh/v1", "NodePool", part.pool.clone(), note));
+            } else if m.approved {
+                for (node, claim) in &m.candidates {
+                    out.push(("v1", "Node", node.clone(), note.clone()));
+                    if claim != node {
+                        out.push(("karpenter.sh/v1", "NodeClaim", claim.clone(), note.clone()));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
 /// Publishes events, leaving out repeats within [`DEDUPE`].
 pub struct Publisher {
     recorder: Recorder,
@@ -103,6 +130,27 @@ impl Publisher {
                 if let Err(error) = self.recorder.publish(&event, &reference).await {
                     tracing::warn!(%error, "cannot publish event");
                 }
+            }
+        }
+    }
+
+    /// Publishes `ConsolidationApproved` for the pass's approved
+    /// `Balanced` moves, each text once per object within [`DEDUPE`].
+    pub async fn publish_approved(&self, moves: &[ScoredMove]) {
+        for (api_version, kind, name, note) in approved_events(moves) {
+            if !self.fresh(&format!("{kind}/{name}"), &note) {
+                continue;
+            }
+            let event = Event {
+                type_: EventType::Normal,
+                reason: "ConsolidationApproved".to_string(),
+                note: Some(note),
+                action: "Consolidate".to_string(),
+                secondary: None,
+            };
+            let reference = reference(api_version, kind, &name);
+            if let Err(error) = self.recorder.publish(&event, &reference).await {
+                tracing::warn!(%error, "cannot publish event");
             }
         }
     }
@@ -151,6 +199,59 @@ mod tests {
             drifted: drifted.then(|| "NodePoolDrifted".to_string()),
             expired: false,
         }
+    }
+
+    fn scored(multi_node: bool, approved: bool, pools: &[(&str, Option<f64>)]) -> ScoredMove {
+        use crate::controllers::disruption::balanced::{PoolScore, Score};
+        ScoredMove {
+            multi_node,
+            candidates: vec![("node-a".to_string(), "claim-a".to_string())],
+            pools: pools
+                .iter()
+                .map(|(pool, savings)| PoolScore {
+                    pool: pool.to_string(),
+                    policy: if savings.is_some() {
+                        "Balanced"
+                    } else {
+                        "WhenEmptyOrUnderutilized"
+                    },
+                    score: savings.map(|s| Score {
+                        savings_fraction: s,
+                        disruption_fraction: 0.1,
+                    }),
+                    savings: 0.1,
+                })
+                .collect(),
+            approved,
+        }
+    }
+
+    #[test]
+    fn approved_balanced_moves_get_consolidation_approved() {
+        let moves = [
+            // Approved single-node Balanced move: on the Node and NodeClaim.
+            scored(false, true, &[("balanced", Some(0.1))]),
+            // Rejected (score 0.2 < 0.5): nothing.
+            scored(false, false, &[("balanced", Some(0.02))]),
+            // Not Balanced: not scored, nothing.
+            scored(false, true, &[("default", None)]),
+            // Multi-node: on each Balanced pool that approved its part.
+            scored(true, true, &[("balanced", Some(0.1)), ("default", None)]),
+        ];
+        let events = approved_events(&moves);
+        let got: Vec<(&str, &str)> = events.iter().map(|(_, k, n, _)| (*k, n.as_str())).collect();
+        assert_eq!(
+            got,
+            [
+                ("Node", "node-a"),
+                ("NodeClaim", "claim-a"),
+                ("NodePool", "balanced")
+            ]
+        );
+        assert_eq!(
+            events[0].3,
+            "score 1.00 >= threshold 0.50 (k: 2, savings 10.0%, disruption 10.0%)"
+        );
     }
 
     #[test]

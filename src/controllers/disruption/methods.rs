@@ -5,10 +5,13 @@
 //! on the compiled scheduling model without the candidates: the same
 //! scheduler, instance types and cluster that provisioning uses.
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use super::balanced::{self, PoolTotals};
+use kube::ResourceExt;
+
+use super::balanced::{self, PoolScore, PoolTotals, ScoredMove};
 use super::candidates::{Candidate, KeptReason};
 use crate::apis::nodepool::{ConsolidationPolicy, DisruptionReason};
 use crate::scheduling::{InstanceType, Model, NewNodeClaim, Pod, PodKey, SchedulingResult};
@@ -157,6 +160,8 @@ pub struct PassContext<'a> {
     pub scores: &'a BTreeMap<String, Arc<HashMap<String, i32>>>,
     /// Each NodePool's cost and disruption totals, for `Balanced`.
     pub totals: &'a BTreeMap<String, PoolTotals>,
+    /// The consolidation moves scored in the pass, as they are scored.
+    pub moves: &'a RefCell<Vec<ScoredMove>>,
 }
 
 /// A budget reason as a map key.
@@ -652,27 +657,62 @@ pub fn multi_node(ctx: &PassContext, candidates: &[&Candidate]) -> Option<Comman
         return None;
     }
     let (mut lo, mut hi) = (2, eligible.len());
-    let mut best = None;
+    let mut best: Option<(Command, Vec<PoolScore>)> = None;
+    let mut rejected: Option<(Command, Vec<PoolScore>)> = None;
     while lo <= hi {
         let mid = lo + (hi - lo) / 2;
-        let found = consolidate(ctx, Method::MultiNodeConsolidation, &eligible[..mid])
-            .and_then(|command| balanced_approves(ctx, command));
-        match found {
+        match consolidate(ctx, Method::MultiNodeConsolidation, &eligible[..mid]) {
             Ok(command) => {
-                best = Some(command);
-                lo = mid + 1;
+                let (parts, approved) = scored(ctx, &command);
+                if approved.is_ok() {
+                    best = Some((command, parts));
+                    lo = mid + 1;
+                } else {
+                    rejected = Some((command, parts));
+                    hi = mid - 1;
+                }
             }
             Err(_) => hi = mid - 1,
         }
     }
-    best
+    // As Karpenter: the chosen move is reported, or else the last one the
+    // scores refused, once per search rather than per step.
+    match (best, rejected) {
+        (Some((command, parts)), _) => {
+            ctx.record_move(&command, parts, true);
+            Some(command)
+        }
+        (None, Some((command, parts))) => {
+            ctx.record_move(&command, parts, false);
+            None
+        }
+        (None, None) => None,
+    }
 }
 
-/// `command`, if every `Balanced` pool it touches approves it.
-fn balanced_approves(ctx: &PassContext, command: Command) -> Result<Command, Verdict> {
-    balanced::approve(&command, ctx.totals)
-        .map(|()| command)
-        .map_err(|message| (KeptReason::Policy, message))
+/// `command`'s parts per NodePool, and whether every `Balanced` pool it
+/// touches approves it.
+fn scored(ctx: &PassContext, command: &Command) -> (Vec<PoolScore>, Result<(), Verdict>) {
+    let parts = balanced::evaluate(command, ctx.totals);
+    let approved = balanced::approve(&parts).map_err(|message| (KeptReason::Policy, message));
+    (parts, approved)
+}
+
+impl PassContext<'_> {
+    /// Notes a scored move for the pass's metrics and events.
+    fn record_move(&self, command: &Command, pools: Vec<PoolScore>, approved: bool) {
+        let candidates = command
+            .candidates
+            .iter()
+            .map(|c| (c.name.clone(), c.node_claim.name_any()))
+            .collect();
+        self.moves.borrow_mut().push(ScoredMove {
+            multi_node: command.candidates.len() > 1,
+            candidates,
+            pools,
+            approved,
+        });
+    }
 }
 
 /// Whether deleting `c` outright — the best any move on it can do — would
@@ -718,8 +758,11 @@ pub fn single_node(
             note(verdicts, c.name.clone(), verdict);
             continue;
         }
-        let found = consolidate(ctx, Method::SingleNodeConsolidation, &[c])
-            .and_then(|command| balanced_approves(ctx, command));
+        let found = consolidate(ctx, Method::SingleNodeConsolidation, &[c]).and_then(|command| {
+            let (parts, approved) = scored(ctx, &command);
+            ctx.record_move(&command, parts, approved.is_ok());
+            approved.map(|()| command)
+        });
         match found {
             Ok(command) => return Some(command),
             Err(verdict) => {

@@ -5,6 +5,7 @@
 //! budgets of later passes, until a pass finds nothing. What
 //! `simulate --disruption` prints; the controller starts the first command.
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -13,7 +14,7 @@ use k8s_openapi::api::core::v1::Pod as K8sPod;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
-use super::balanced::pool_totals;
+use super::balanced::{ScoredMove, pool_totals};
 use super::budgets::{NodeCount, NodeState, allowed_disruptions, remaining};
 use super::candidates::{Candidate, Kept, KeptReason, Marks, candidates, offering_price};
 use super::marking::{
@@ -121,6 +122,8 @@ pub struct DisruptionPlan {
     pub allowed: Allowed,
     /// Each method evaluated, and how long it took.
     pub evaluations: Vec<(Method, Duration)>,
+    /// The consolidation moves scored, in the order they were.
+    pub moves: Vec<ScoredMove>,
 }
 
 /// Plans the disruptions of `snapshot` at `options.at`. Objects that
@@ -204,6 +207,7 @@ pub fn plan(
         }
         first_kept.get_or_insert(kept);
         let totals = pool_totals(&cluster, &types);
+        let moves = RefCell::new(Vec::new());
         let ctx = PassContext {
             model: &model,
             deleting: &deleting,
@@ -214,6 +218,7 @@ pub fn plan(
             min_values_strict: options.scheduler.min_values_policy == MinValuesPolicy::Strict,
             scores: &scores,
             totals: &totals,
+            moves: &moves,
         };
         let started = Instant::now();
         let expired: Vec<&Candidate> = found
@@ -266,6 +271,7 @@ pub fn plan(
             })
         };
         solve_millis += started.elapsed().as_secs_f64() * 1000.0;
+        out.moves.extend(moves.take());
         let Some(command) = command else {
             last_found = found;
             break;

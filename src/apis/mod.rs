@@ -11,6 +11,7 @@ pub mod crds;
 pub mod duration;
 pub mod ec2nodeclass;
 pub mod extensions;
+pub mod hash;
 pub mod labels;
 pub mod nodeclaim;
 pub mod nodepool;

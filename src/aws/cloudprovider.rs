@@ -20,10 +20,9 @@ use sha2::{Digest, Sha256};
 
 use crate::apis::labels::{
     CAPACITY_RESERVATION_INTERRUPTIBLE_LABEL_KEY, CAPACITY_RESERVATION_TYPE_LABEL_KEY,
-    CAPACITY_TYPE_LABEL_KEY, EC2_NODE_CLASS_HASH_ANNOTATION_KEY,
-    EC2_NODE_CLASS_HASH_VERSION_ANNOTATION_KEY, EC2_NODE_CLASS_LABEL_KEY,
-    INSTANCE_PROFILE_ANNOTATION_KEY, INSTANCE_TENANCY_LABEL_KEY, INSTANCE_TYPE_LABEL_KEY,
-    NODE_POOL_LABEL_KEY, ZONE_ID_LABEL_KEY, ZONE_LABEL_KEY, is_restricted_tag,
+    CAPACITY_TYPE_LABEL_KEY, EC2_NODE_CLASS_LABEL_KEY, INSTANCE_PROFILE_ANNOTATION_KEY,
+    INSTANCE_TENANCY_LABEL_KEY, INSTANCE_TYPE_LABEL_KEY, NODE_POOL_LABEL_KEY, ZONE_ID_LABEL_KEY,
+    ZONE_LABEL_KEY, is_restricted_tag,
 };
 use crate::apis::{EC2NodeClass, NodeClaim, NodeClaimStatus, NodePool};
 use crate::aws::clients::AwsClients;
@@ -42,7 +41,7 @@ use crate::cloudprovider::launch::{
 use crate::cloudprovider::{
     CloudProvider, CloudProviderError, DriftReason, InstanceTypeSource, LaunchableTypes,
     NodeClassContext, RepairPolicy, UnavailableOfferings, launchable_off_thread,
-    node_class_hash_drifted,
+    node_class_hash_drifted, stamp_node_class_hash,
 };
 use crate::scheduling::{CapacityType, InstanceType, Offering, node_pool::node_claim_requirements};
 
@@ -239,15 +238,8 @@ impl AwsCloudProvider {
         let status = out.status.get_or_insert_with(NodeClaimStatus::default);
         status.provider_id = Some(provider_id);
         status.image_id = Some(image_id.to_string());
+        stamp_node_class_hash(&mut out, class);
         let annotations = out.metadata.annotations.get_or_insert_with(BTreeMap::new);
-        for key in [
-            EC2_NODE_CLASS_HASH_ANNOTATION_KEY,
-            EC2_NODE_CLASS_HASH_VERSION_ANNOTATION_KEY,
-        ] {
-            if let Some(value) = class.metadata.annotations.as_ref().and_then(|a| a.get(key)) {
-                annotations.insert(key.to_string(), value.clone());
-            }
-        }
         if let Some(profile) = class
             .status
             .as_ref()

@@ -1,36 +1,54 @@
 //! Drift checks that need no cloud API: the EC2NodeClass hash a NodeClaim
-//! was launched with against the class's current one.
+//! was launched with against the class's spec now.
 
+use std::collections::BTreeMap;
+
+use crate::apis::ec2nodeclass::EC2_NODE_CLASS_HASH_VERSION;
+use crate::apis::hash::restamp;
 use crate::apis::labels::{
     EC2_NODE_CLASS_HASH_ANNOTATION_KEY, EC2_NODE_CLASS_HASH_VERSION_ANNOTATION_KEY,
 };
 use crate::apis::{EC2NodeClass, NodeClaim};
 
-/// Whether the class's spec changed since `claim` was launched: both carry
-/// the class hash annotation, of the same hash version, and they differ
-/// (Karpenter's static drift; a hash of another version is not compared).
+/// Whether the class's static spec changed since `claim` was launched: the
+/// claim carries a class hash of this version and it is not the class's
+/// hash now (Karpenter's static drift). A hash of another version
+/// (Karpenter's) is not compared; the EC2NodeClass controller re-stamps it.
 pub fn node_class_hash_drifted(claim: &NodeClaim, class: &EC2NodeClass) -> bool {
-    let get = |annotations: &Option<std::collections::BTreeMap<String, String>>, key: &str| {
-        annotations.as_ref().and_then(|a| a.get(key).cloned())
-    };
-    let (claim_hash, class_hash) = (
-        get(
-            &claim.metadata.annotations,
-            EC2_NODE_CLASS_HASH_ANNOTATION_KEY,
-        ),
-        get(
-            &class.metadata.annotations,
-            EC2_NODE_CLASS_HASH_ANNOTATION_KEY,
-        ),
+    let annotations = claim.metadata.annotations.as_ref();
+    let get = |key: &str| annotations.and_then(|a| a.get(key));
+    if get(EC2_NODE_CLASS_HASH_VERSION_ANNOTATION_KEY).map(String::as_str)
+        != Some(EC2_NODE_CLASS_HASH_VERSION)
+    {
+        return false;
+    }
+    get(EC2_NODE_CLASS_HASH_ANNOTATION_KEY).is_some_and(|hash| *hash != class.hash())
+}
+
+/// Writes `class`'s hash and its version on a NodeClaim being launched.
+pub fn stamp_node_class_hash(claim: &mut NodeClaim, class: &EC2NodeClass) {
+    let annotations = claim.metadata.annotations.get_or_insert_with(BTreeMap::new);
+    annotations.insert(EC2_NODE_CLASS_HASH_ANNOTATION_KEY.to_string(), class.hash());
+    annotations.insert(
+        EC2_NODE_CLASS_HASH_VERSION_ANNOTATION_KEY.to_string(),
+        EC2_NODE_CLASS_HASH_VERSION.to_string(),
     );
-    let same_version = get(
-        &claim.metadata.annotations,
+}
+
+/// The annotations that re-stamp `claim` with `class`'s hash when it
+/// carries a class hash of another version (nothing otherwise; a `Drifted`
+/// claim keeps its old hash).
+pub fn restamped_class_annotations(
+    claim: &NodeClaim,
+    class: &EC2NodeClass,
+) -> BTreeMap<&'static str, String> {
+    restamp(
+        claim,
+        &class.hash(),
+        EC2_NODE_CLASS_HASH_ANNOTATION_KEY,
         EC2_NODE_CLASS_HASH_VERSION_ANNOTATION_KEY,
-    ) == get(
-        &class.metadata.annotations,
-        EC2_NODE_CLASS_HASH_VERSION_ANNOTATION_KEY,
-    );
-    matches!((claim_hash, class_hash), (Some(a), Some(b)) if same_version && a != b)
+        EC2_NODE_CLASS_HASH_VERSION,
+    )
 }
 
 #[cfg(test)]
@@ -69,22 +87,31 @@ mod tests {
     }
 
     #[test]
-    fn a_changed_hash_of_the_same_version_is_drift() {
-        assert!(node_class_hash_drifted(
-            &with_hash(claim(), "1", "v6"),
-            &with_hash(class(), "2", "v6")
-        ));
-        assert!(!node_class_hash_drifted(
-            &with_hash(claim(), "1", "v6"),
-            &with_hash(class(), "1", "v6")
-        ));
-        assert!(!node_class_hash_drifted(
-            &with_hash(claim(), "1", "v5"),
-            &with_hash(class(), "2", "v6")
-        ));
-        assert!(!node_class_hash_drifted(
-            &claim(),
-            &with_hash(class(), "2", "v6")
-        ));
+    fn a_changed_spec_under_the_same_hash_version_is_drift() {
+        let mut launched = claim();
+        stamp_node_class_hash(&mut launched, &class());
+        assert!(!node_class_hash_drifted(&launched, &class()));
+        let mut changed = class();
+        changed.spec.user_data = Some("echo changed".to_string());
+        assert!(node_class_hash_drifted(&launched, &changed));
+        // Karpenter's hash (another version) is never compared, and a claim
+        // without a hash is not drifted by it.
+        let karpenter = with_hash(claim(), "123", "v4");
+        assert!(!node_class_hash_drifted(&karpenter, &changed));
+        assert!(!node_class_hash_drifted(&claim(), &changed));
+    }
+
+    #[test]
+    fn claims_of_another_hash_version_are_restamped() {
+        let karpenter = with_hash(claim(), "123", "v4");
+        let stamp = restamped_class_annotations(&karpenter, &class());
+        assert_eq!(stamp[EC2_NODE_CLASS_HASH_ANNOTATION_KEY], class().hash());
+        assert_eq!(
+            stamp[EC2_NODE_CLASS_HASH_VERSION_ANNOTATION_KEY],
+            EC2_NODE_CLASS_HASH_VERSION
+        );
+        let mut ours = claim();
+        stamp_node_class_hash(&mut ours, &class());
+        assert!(restamped_class_annotations(&ours, &class()).is_empty());
     }
 }

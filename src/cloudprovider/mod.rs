@@ -26,7 +26,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use crate::apis::{EC2NodeClass, NodeClaim, NodePool};
 use crate::scheduling::{Blocked, InstanceType};
 
-pub use drift::node_class_hash_drifted;
+pub use drift::{node_class_hash_drifted, restamped_class_annotations, stamp_node_class_hash};
 pub use error::{BoxError, CloudProviderError, OfferingKey};
 pub use repair::repair_policies;
 pub use unavailable_offerings::{UNAVAILABLE_OFFERINGS_TTL, UnavailableOfferings};

@@ -220,6 +220,7 @@ impl CloudProvider for SimulatedCloudProvider {
         );
         // As listed, an instance was created when it launched.
         launched.metadata.creation_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
+        super::stamp_node_class_hash(&mut launched, &class.class);
         state
             .instances
             .insert(instance_id.clone(), launched.clone());

@@ -312,6 +312,14 @@ impl Operator {
             nodepool::run(pools).await;
             "nodepool"
         });
+        let hashes = Arc::new(controllers::nodeclass::hash::HashContext {
+            client: self.client.clone(),
+            state: state.clone(),
+        });
+        set.spawn(async move {
+            controllers::nodeclass::hash::run(hashes).await;
+            "nodeclass.hash"
+        });
         let types = self.instance_types.clone();
         let gauged = state.clone();
         set.spawn(async move {

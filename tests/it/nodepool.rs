@@ -274,3 +274,135 @@ async fn a_priority_migration_annotation_that_is_not_a_boolean_fails_validation(
     assert_eq!(condition(&written, "ValidationSucceeded").0, "True");
     driver.abort();
 }
+
+/// A NodeClaim of class `default` with a class hash of `version`, `Drifted`
+/// or not.
+fn class_claim(name: &str, version: &str, drifted: bool) -> NodeClaim {
+    let mut claim = claim(name, "2", NODE_POOL_HASH_VERSION);
+    let annotations = claim.metadata.annotations.get_or_insert_default();
+    annotations.insert("karpenter.k8s.aws/ec2nodeclass-hash".into(), "1234".into());
+    annotations.insert(
+        "karpenter.k8s.aws/ec2nodeclass-hash-version".into(),
+        version.into(),
+    );
+    if drifted {
+        claim.status.get_or_insert_default().conditions = Some(vec![
+            serde_json::from_value(
+                json!({"type": "Drifted", "status": "True", "reason": "NodeClassDrift",
+                "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}),
+            )
+            .unwrap(),
+        ]);
+    }
+    claim
+}
+
+// Karpenter's nodeclass hash controller suite: the hash and its version are
+// written on the class; NodeClaims of another hash version get the new
+// version and hash, except a Drifted one, which keeps its hash; a claim of
+// our version is left alone.
+#[tokio::test]
+async fn the_class_hash_is_written_and_claims_of_another_version_restamped() {
+    use nodewright::apis::ec2nodeclass::EC2_NODE_CLASS_HASH_VERSION;
+    use nodewright::controllers::nodeclass::hash::{HashContext, reconcile as reconcile_hash};
+
+    let server = nodewright::sim::double::server();
+    let client = server.client();
+    let pools: Api<NodePool> = Api::all(client.clone());
+    let classes: Api<EC2NodeClass> = Api::all(client.clone());
+    let claims: Api<NodeClaim> = Api::all(client.clone());
+    pools
+        .create(&PostParams::default(), &pool(None))
+        .await
+        .unwrap();
+    let mut karpenter_class = class();
+    karpenter_class.metadata.annotations = Some(
+        [
+            (
+                "karpenter.k8s.aws/ec2nodeclass-hash".to_string(),
+                "1234".to_string(),
+            ),
+            (
+                "karpenter.k8s.aws/ec2nodeclass-hash-version".to_string(),
+                "v4".to_string(),
+            ),
+        ]
+        .into(),
+    );
+    classes
+        .create(&PostParams::default(), &karpenter_class)
+        .await
+        .unwrap();
+    for (name, version, drifted) in [
+        ("general-a", "v4", false),
+        ("general-b", "v4", true),
+        ("general-c", EC2_NODE_CLASS_HASH_VERSION, false),
+    ] {
+        let object = class_claim(name, version, drifted);
+        claims
+            .create(&PostParams::default(), &object)
+            .await
+            .unwrap();
+        let status = json!({"status": object.status});
+        claims
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+            .await
+            .unwrap();
+    }
+    let (state, driver) = ClusterState::start(client.clone());
+    let driver = tokio::spawn(driver);
+    state.synced().await;
+    settled(&state, 3, false).await;
+    let ctx = HashContext {
+        client: client.clone(),
+        state: state.clone(),
+    };
+    reconcile_hash(&ctx, &classes.get("default").await.unwrap())
+        .await
+        .unwrap();
+
+    let written = classes.get("default").await.unwrap();
+    let hash = written.hash();
+    let annotations = written.metadata.annotations.unwrap();
+    assert_eq!(annotations["karpenter.k8s.aws/ec2nodeclass-hash"], hash);
+    assert_eq!(
+        annotations["karpenter.k8s.aws/ec2nodeclass-hash-version"],
+        EC2_NODE_CLASS_HASH_VERSION
+    );
+    let stamped = |claim: NodeClaim| {
+        let a = claim.metadata.annotations.unwrap();
+        (
+            a["karpenter.k8s.aws/ec2nodeclass-hash"].clone(),
+            a["karpenter.k8s.aws/ec2nodeclass-hash-version"].clone(),
+        )
+    };
+    let ours = EC2_NODE_CLASS_HASH_VERSION.to_string();
+    assert_eq!(
+        stamped(claims.get("general-a").await.unwrap()),
+        (hash.clone(), ours.clone())
+    );
+    assert_eq!(
+        stamped(claims.get("general-b").await.unwrap()),
+        ("1234".to_string(), ours.clone())
+    );
+    assert_eq!(
+        stamped(claims.get("general-c").await.unwrap()),
+        ("1234".to_string(), ours)
+    );
+
+    // A spec change moves the class's hash.
+    let changed = json!({"spec": {"userData": "echo changed"}});
+    classes
+        .patch("default", &PatchParams::default(), &Patch::Merge(&changed))
+        .await
+        .unwrap();
+    reconcile_hash(&ctx, &classes.get("default").await.unwrap())
+        .await
+        .unwrap();
+    let after = classes.get("default").await.unwrap();
+    assert_ne!(
+        after.metadata.annotations.unwrap()["karpenter.k8s.aws/ec2nodeclass-hash"],
+        hash
+    );
+    driver.abort();
+}

@@ -688,6 +688,47 @@ fn a_template_change_drifts_a_claim_stamped_with_our_hash_but_not_one_of_another
     }
 }
 
+// Karpenter's static drift on the EC2NodeClass: a change of a hashed field
+// (userData) drifts a claim launched under our hash version; a selector
+// change is not hashed (it drifts through the class's status); a claim of
+// another hash version (Karpenter's) is re-stamped, not drifted.
+#[test]
+fn a_class_change_drifts_claims_stamped_with_our_class_hash() {
+    let launched: nodewright::apis::EC2NodeClass = serde_json::from_value(class()).unwrap();
+    let hash = launched.hash();
+    let ours = nodewright::apis::ec2nodeclass::EC2_NODE_CLASS_HASH_VERSION;
+    let user_data = ("userData", json!("echo changed"));
+    let subnets = ("subnetSelectorTerms", json!([{"id": "subnet-2"}]));
+    for (change, stamped, version, drifted) in [
+        (None, hash.as_str(), ours, false),
+        (Some(&user_data), hash.as_str(), ours, true),
+        (Some(&subnets), hash.as_str(), ours, false),
+        (Some(&user_data), "1234", "v4", false),
+    ] {
+        let mut docs = cluster(
+            json!({"consolidateAfter": "Never", "budgets": [{"nodes": "100%"}]}),
+            &[NodeSpec {
+                name: "a",
+                instance_type: "m5.large",
+                capacity_type: "on-demand",
+                pods: &[],
+            }],
+        );
+        if let Some((field, value)) = change {
+            docs[1]["spec"][*field] = value.clone();
+        }
+        docs[2]["metadata"]["annotations"] = json!({
+            "karpenter.k8s.aws/ec2nodeclass-hash": stamped,
+            "karpenter.k8s.aws/ec2nodeclass-hash-version": version});
+        let out = run(&docs, false);
+        assert_eq!(
+            out.disruption.marked[0].drifted.as_deref(),
+            drifted.then_some("NodeClassDrift"),
+            "{change:?} {version}"
+        );
+    }
+}
+
 #[test]
 fn expiration_deletes_past_do_not_disrupt_and_places_the_pods() {
     let mut docs = cluster(

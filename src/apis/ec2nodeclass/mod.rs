@@ -2,6 +2,7 @@
 //! subnets, security groups, AMIs, IAM role, storage, kubelet settings — plus
 //! nodewright's `extensions`.
 
+mod hash;
 mod status;
 
 use std::collections::BTreeMap;
@@ -14,6 +15,7 @@ use crate::apis::extensions::{
     EffectiveExtensions, ExtensionError, Extensions, effective_extensions,
 };
 
+pub use hash::EC2_NODE_CLASS_HASH_VERSION;
 pub use status::{
     AMIRequirement, AMIStatus, CapacityReservationState, CapacityReservationStatus,
     CapacityReservationType, EC2NodeClassStatus, SecurityGroupStatus, SubnetStatus,

@@ -32,7 +32,7 @@ use crate::apis::labels::NODE_POOL_LABEL_KEY;
 use crate::apis::nodepool::DisruptionReason;
 use crate::apis::{EC2NodeClass, NodeClaim, NodePool};
 use crate::aws::instance_types::InstanceTypeProvider;
-use crate::cloudprovider::{DriftReason, node_class_hash_drifted};
+use crate::cloudprovider::{DriftReason, node_class_hash_drifted, restamped_class_annotations};
 use crate::cluster::pods::is_reschedulable;
 use crate::cluster::{
     ClusterSnapshot, ConvertedPods, InputError, cluster_input, pod_key, pool_specs,
@@ -310,9 +310,10 @@ pub fn plan(
     Ok(out)
 }
 
-/// The snapshot with NodeClaims of another hash version re-stamped as the
-/// NodePool controller would (a `Drifted` claim keeps its old hash), and
-/// each NodePool carrying its current template hash.
+/// The snapshot with NodeClaims of another NodePool or EC2NodeClass hash
+/// version re-stamped as the NodePool and EC2NodeClass hash controllers
+/// would (a `Drifted` claim keeps its old hash), and each NodePool carrying
+/// its current template hash.
 fn restamped(snapshot: &ClusterSnapshot) -> ClusterSnapshot {
     let mut cluster = snapshot.clone();
     let mut hashes = BTreeMap::new();
@@ -330,6 +331,11 @@ fn restamped(snapshot: &ClusterSnapshot) -> ClusterSnapshot {
             Arc::new(pool)
         })
         .collect();
+    let classes: BTreeMap<String, Arc<EC2NodeClass>> = cluster
+        .node_classes
+        .iter()
+        .map(|c| (c.name_any(), c.clone()))
+        .collect();
     cluster.node_claims = cluster
         .node_claims
         .iter()
@@ -341,7 +347,10 @@ fn restamped(snapshot: &ClusterSnapshot) -> ClusterSnapshot {
             else {
                 return claim.clone();
             };
-            let stamp = restamped_annotations(claim, hash);
+            let mut stamp = restamped_annotations(claim, hash);
+            if let Some(class) = classes.get(claim.spec.node_class_ref.name.as_str()) {
+                stamp.extend(restamped_class_annotations(claim, class));
+            }
             if stamp.is_empty() {
                 return claim.clone();
             }

@@ -34,6 +34,7 @@ mod conditions;
 mod events;
 mod extensions;
 pub mod garbage_collection;
+pub mod hash;
 mod instance_profile;
 mod placement_group;
 mod readiness;

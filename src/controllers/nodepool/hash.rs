@@ -7,10 +7,9 @@
 
 use std::collections::BTreeMap;
 
-use kube::ResourceExt;
 use serde_json::Value;
 
-use crate::apis::conditions::{NODE_CLAIM_DRIFTED, find_condition};
+use crate::apis::hash::{canonical, fnv1a, restamp};
 use crate::apis::labels::{NODE_POOL_HASH_ANNOTATION_KEY, NODE_POOL_HASH_VERSION_ANNOTATION_KEY};
 use crate::apis::{NodeClaim, NodePool};
 
@@ -34,58 +33,13 @@ pub fn node_pool_hash(pool: &NodePool) -> String {
 /// hash (Karpenter's, on migration) cannot be re-checked under the new one,
 /// so the old hash stays and the claim stays drifted.
 pub fn restamped_annotations(claim: &NodeClaim, hash: &str) -> BTreeMap<&'static str, String> {
-    let mut out = BTreeMap::new();
-    let version = claim
-        .annotations()
-        .get(NODE_POOL_HASH_VERSION_ANNOTATION_KEY);
-    if version.map(String::as_str) == Some(NODE_POOL_HASH_VERSION) {
-        return out;
-    }
-    out.insert(
+    restamp(
+        claim,
+        hash,
+        NODE_POOL_HASH_ANNOTATION_KEY,
         NODE_POOL_HASH_VERSION_ANNOTATION_KEY,
-        NODE_POOL_HASH_VERSION.to_string(),
-    );
-    let conditions = claim
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_deref())
-        .unwrap_or_default();
-    if find_condition(conditions, NODE_CLAIM_DRIFTED).is_none() {
-        out.insert(NODE_POOL_HASH_ANNOTATION_KEY, hash.to_string());
-    }
-    out
-}
-
-/// `value` with nulls and empty strings, lists and maps dropped, map keys
-/// sorted and lists sorted (as sets); `None` when nothing is left.
-fn canonical(value: Value) -> Option<Value> {
-    match value {
-        Value::Null => None,
-        Value::String(s) if s.is_empty() => None,
-        Value::Array(items) => {
-            let mut items: Vec<Value> = items.into_iter().filter_map(canonical).collect();
-            items.sort_by_key(|v| v.to_string());
-            items.dedup();
-            (!items.is_empty()).then_some(Value::Array(items))
-        }
-        Value::Object(map) => {
-            let sorted: std::collections::BTreeMap<String, Value> = map
-                .into_iter()
-                .filter_map(|(k, v)| canonical(v).map(|v| (k, v)))
-                .collect();
-            (!sorted.is_empty()).then(|| Value::Object(sorted.into_iter().collect()))
-        }
-        other => Some(other),
-    }
-}
-
-fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in bytes {
-        hash ^= u64::from(*byte);
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    hash
+        NODE_POOL_HASH_VERSION,
+    )
 }
 
 #[cfg(test)]

@@ -185,10 +185,16 @@ async fn on_demand_and_spot_fleets_tag_what_they_launch_in_moto() {
     assert_eq!(status.image_id.as_deref(), Some(net.image.as_str()));
     assert_eq!(status.capacity.unwrap()["cpu"].0, "2");
     let annotations = on_demand.metadata.annotations.clone().unwrap();
-    assert_eq!(annotations["karpenter.k8s.aws/ec2nodeclass-hash"], "1234");
+    // The class's hash now, of nodewright's version, not the one the class
+    // carries (Karpenter's).
+    assert_eq!(
+        annotations["karpenter.k8s.aws/ec2nodeclass-hash"],
+        class.class.hash()
+    );
+    assert_ne!(annotations["karpenter.k8s.aws/ec2nodeclass-hash"], "1234");
     assert_eq!(
         annotations["karpenter.k8s.aws/ec2nodeclass-hash-version"],
-        "v4"
+        nodewright::apis::ec2nodeclass::EC2_NODE_CLASS_HASH_VERSION
     );
     assert_eq!(
         annotations["karpenter.k8s.aws/instance-profile-name"],

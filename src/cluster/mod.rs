@@ -73,6 +73,27 @@ impl ClusterSnapshot {
         }
         self.nominated.get(&pod_key(pod))
     }
+
+    /// Each Node with the NodeClaim that stands for it (the one whose
+    /// `status.providerID` is the Node's), in the order of `nodes`.
+    pub fn nodes_with_claims(&self) -> Vec<(&Arc<Node>, Option<&Arc<NodeClaim>>)> {
+        let by_provider: HashMap<&str, &Arc<NodeClaim>> = self
+            .node_claims
+            .iter()
+            .filter_map(|c| Some((c.status.as_ref()?.provider_id.as_deref()?, c)))
+            .collect();
+        self.nodes
+            .iter()
+            .map(|node| {
+                let claim = node
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.provider_id.as_deref())
+                    .and_then(|id| by_provider.get(id).copied());
+                (node, claim)
+            })
+            .collect()
+    }
 }
 
 /// The key of a pod (namespace `default` when unset), by which pods are

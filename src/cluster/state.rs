@@ -97,6 +97,9 @@ where
     }
 }
 
+/// How many reported NodeClaim names [`Tracking`] remembers.
+const WATCHED_CLAIMS: usize = 256;
+
 /// What the cluster state tracks beyond what the API server holds.
 #[derive(Debug, Default)]
 struct Tracking {
@@ -104,6 +107,10 @@ struct Tracking {
     nominations: HashMap<PodKey, (String, Instant)>,
     /// NodeClaims created here and not yet seen in the NodeClaim store.
     created: BTreeMap<String, Arc<NodeClaim>>,
+    /// The last [`WATCHED_CLAIMS`] NodeClaim names the watch reported, so a
+    /// creation recorded after its claim was already seen (and perhaps
+    /// deleted) is not kept.
+    watched_claims: std::collections::VecDeque<String>,
     /// Nodes (by name) a controller is about to delete or drain.
     marked_for_deletion: BTreeSet<String>,
     /// Nodes or NodeClaims (by name) held for pods on their way to them,
@@ -133,7 +140,7 @@ pub struct ClusterState {
     pub config_maps: Watched<ConfigMap>,
     /// One record per node, kept current by the Node, NodeClaim and pod watches.
     records: Arc<Mutex<NodeRecords>>,
-    tracking: Mutex<Tracking>,
+    tracking: Arc<Mutex<Tracking>>,
     /// Bumped by every watched change and every change to the tracking.
     change_count: Arc<AtomicU64>,
     /// `true` once every store holds its first list. One task waits on the
@@ -153,11 +160,17 @@ impl ClusterState {
         let mut drivers = Vec::new();
         let change_count = Arc::new(AtomicU64::new(0));
         let records = Arc::new(Mutex::new(NodeRecords::default()));
+        let tracking = Arc::new(Mutex::new(Tracking::default()));
         let count = &change_count;
         let d = &mut drivers;
         let state = ClusterState {
             nodes: watched(Api::all(client.clone()), count, d, node_hook(&records)),
-            node_claims: watched(Api::all(client.clone()), count, d, claim_hook(&records)),
+            node_claims: watched(
+                Api::all(client.clone()),
+                count,
+                d,
+                claim_hook(&records, &tracking),
+            ),
             pods: watched(Api::all(client.clone()), count, d, pod_hook(&records)),
             node_pools: watched(Api::all(client.clone()), count, d, None),
             node_classes: watched(Api::all(client.clone()), count, d, None),
@@ -166,7 +179,7 @@ impl ClusterState {
             namespaces: watched(Api::all(client.clone()), count, d, None),
             config_maps: watched(Api::all(client), count, d, None),
             records,
-            tracking: Mutex::new(Tracking::default()),
+            tracking,
             change_count,
             synced: tokio::sync::watch::Sender::new(false),
         };
@@ -315,7 +328,10 @@ impl ClusterState {
     /// Records a NodeClaim this process created, until the watch shows it.
     pub fn record_created(&self, claim: NodeClaim) {
         let name = claim.name_any();
-        self.tracking_mut().created.insert(name, Arc::new(claim));
+        let mut tracking = self.tracking_mut();
+        if !tracking.watched_claims.contains(&name) {
+            tracking.created.insert(name, Arc::new(claim));
+        }
     }
 
     /// Whether NodeClaim `name` was created here and the watch has not
@@ -590,13 +606,40 @@ fn node_hook(records: &Arc<Mutex<NodeRecords>>) -> Option<Hook<Node>> {
 }
 
 /// Keeps the records' NodeClaims current.
-fn claim_hook(records: &Arc<Mutex<NodeRecords>>) -> Option<Hook<NodeClaim>> {
+/// Keeps the records' NodeClaims current, and forgets a NodeClaim created
+/// here once the watch has reported it — created or deleted: one deleted
+/// before the store ever held it (a launch that failed at once) must not
+/// stay behind as capacity that pods wait for.
+fn claim_hook(
+    records: &Arc<Mutex<NodeRecords>>,
+    tracking: &Arc<Mutex<Tracking>>,
+) -> Option<Hook<NodeClaim>> {
     let records = records.clone();
+    let tracking = tracking.clone();
     Some(Box::new(move |change: Change<NodeClaim>| match change {
-        Change::Applied(claim) => lock(&records).apply_claim(claim),
-        Change::Deleted(claim) => lock(&records).delete_claim(&claim),
+        Change::Applied(claim) => {
+            lock(&tracking).watched(claim.name_any());
+            lock(&records).apply_claim(claim);
+        }
+        Change::Deleted(claim) => {
+            lock(&tracking).watched(claim.name_any());
+            lock(&records).delete_claim(&claim);
+        }
         Change::Listed(claims) => lock(&records).relist_claims(claims),
     }))
+}
+
+impl Tracking {
+    /// The watch reported NodeClaim `name`: it is no longer only ours.
+    fn watched(&mut self, name: String) {
+        self.created.remove(&name);
+        if !self.watched_claims.contains(&name) {
+            if self.watched_claims.len() >= WATCHED_CLAIMS {
+                self.watched_claims.pop_front();
+            }
+            self.watched_claims.push_back(name);
+        }
+    }
 }
 
 /// Keeps the records' bound pods current.

@@ -263,3 +263,56 @@ async fn any_number_of_tasks_may_wait_for_the_first_lists() {
     }
     driver.abort();
 }
+
+// A NodeClaim created here and deleted before the store ever held it (its
+// launch failed at once) must leave the snapshot: pods nominated to it
+// would otherwise wait for capacity that never comes.
+#[tokio::test]
+async fn a_created_claim_deleted_before_the_store_held_it_leaves_the_snapshot() {
+    let server = nodewright::sim::double::server();
+    let client = server.client();
+    let (state, driver) = ClusterState::start(client.clone());
+    let driver = tokio::spawn(driver);
+    state.synced().await;
+    let claims: Api<NodeClaim> = Api::all(client.clone());
+    let mut watched = Box::pin(state.node_claims.changes());
+
+    // Recorded, then created and deleted at once.
+    state.record_created(claim("general-gone"));
+    claims
+        .create(&PostParams::default(), &claim("general-gone"))
+        .await
+        .unwrap();
+    claims
+        .delete("general-gone", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the deletion watched", || {
+        state.node_claims.all().is_empty() && state.snapshot().node_claims.is_empty()
+    })
+    .await;
+    assert!(!state.is_created_unwatched("general-gone"));
+
+    // A creation recorded only after the watch already reported the claim
+    // (created and deleted) is not kept either.
+    claims
+        .create(&PostParams::default(), &claim("general-late"))
+        .await
+        .unwrap();
+    claims
+        .delete("general-late", &DeleteParams::default())
+        .await
+        .unwrap();
+    // Both reports (created, deleted) delivered: the hook ran before each.
+    let mut reports = 0;
+    while reports < 2 {
+        let seen = next_change(&mut watched).await;
+        reports += usize::from(seen.metadata.name.as_deref() == Some("general-late"));
+    }
+    state.record_created(claim("general-late"));
+    assert!(
+        state.snapshot().node_claims.is_empty(),
+        "a claim the watch already reported is not capacity"
+    );
+    driver.abort();
+}

@@ -151,21 +151,11 @@ pub fn candidates(
             pods_by_node.entry(node).or_default().push(pod);
         }
     }
-    let claims_by_provider: BTreeMap<&str, &Arc<NodeClaim>> = snapshot
-        .node_claims
-        .iter()
-        .filter_map(|c| Some((c.status.as_ref()?.provider_id.as_deref()?, c)))
-        .collect();
     let mut out = Vec::new();
     let mut kept = Vec::new();
     let mut with_node = std::collections::BTreeSet::new();
-    for node in &snapshot.nodes {
+    for (node, claim) in snapshot.nodes_with_claims() {
         let name = node.name_any();
-        let claim = node
-            .spec
-            .as_ref()
-            .and_then(|s| s.provider_id.as_deref())
-            .and_then(|id| claims_by_provider.get(id).copied());
         if let Some(claim) = claim {
             with_node.insert(claim.name_any());
         }

@@ -543,19 +543,9 @@ fn allowed_per_pool(
     cluster: &ClusterSnapshot,
     at: Timestamp,
 ) -> (Allowed, BTreeMap<String, String>) {
-    let claims_by_provider: BTreeMap<&str, &Arc<NodeClaim>> = cluster
-        .node_claims
-        .iter()
-        .filter_map(|c| Some((c.status.as_ref()?.provider_id.as_deref()?, c)))
-        .collect();
     let mut counts: BTreeMap<String, NodeCount> = BTreeMap::new();
-    for node in &cluster.nodes {
-        let Some(claim) = node
-            .spec
-            .as_ref()
-            .and_then(|s| s.provider_id.as_deref())
-            .and_then(|id| claims_by_provider.get(id))
-        else {
+    for (node, claim) in cluster.nodes_with_claims() {
+        let Some(claim) = claim else {
             continue;
         };
         let Some(pool) = claim.labels().get(NODE_POOL_LABEL_KEY) else {

@@ -225,22 +225,24 @@ impl PassContext<'_> {
     /// the model holds them), with the pending pods if `with_pending`, on
     /// the cluster without the candidates.
     fn solve_without(&self, candidates: &[&Candidate], with_pending: bool) -> SchedulingResult {
-        let out: BTreeSet<&str> = candidates.iter().map(|c| c.name.as_str()).collect();
+        let mut out: Vec<usize> = candidates
+            .iter()
+            .filter_map(|c| self.model.node_index(&c.name))
+            .collect();
+        out.sort_unstable();
+        out.dedup();
         let wanted: BTreeSet<&PodKey> = candidates.iter().flat_map(|c| &c.pods).collect();
-        let displaced = self
-            .model
-            .nodes()
-            .filter(|n| out.contains(n.name.as_str()))
+        let displaced = out
+            .iter()
+            .filter_map(|&i| self.model.node(i))
             .flat_map(|n| n.pods.iter().filter(|p| wanted.contains(&p.key())));
         let pending: &[Pod] = if with_pending {
             self.model.pending_pods()
         } else {
             &[]
         };
-        self.model.solve(
-            |n| !out.contains(n.name.as_str()),
-            displaced.chain(self.deleting).chain(pending.iter()),
-        )
+        self.model
+            .solve_without(&out, displaced.chain(self.deleting).chain(pending.iter()))
     }
 }
 

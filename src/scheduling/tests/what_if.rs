@@ -168,6 +168,9 @@ fn a_what_if_on_the_shared_model_equals_a_fresh_solve_of_the_reduced_cluster() {
         // The model is unchanged by a what-if: the same question gives the
         // same answer again.
         assert_eq!(model.solve(|n| !gone(n), &pods), fresh, "seed {seed}");
+        // The same question by node index.
+        let without: Vec<usize> = removed.iter().filter_map(|n| model.node_index(n)).collect();
+        assert_eq!(model.solve_without(&without, &pods), fresh, "seed {seed}");
         compared += fresh.new_node_claims.len() + fresh.existing_node_placements.len();
     }
     assert!(
@@ -188,8 +191,10 @@ fn a_what_if_with_a_resource_the_model_never_saw_equals_a_fresh_solve() {
     let mut reduced = input.clone();
     reduced.pods = pods.clone();
     let fresh = Scheduler::new(reduced).solve();
-    let what_if = Model::compile(input).solve(|_| true, &pods);
+    let model = Model::compile(input);
+    let what_if = model.solve(|_| true, &pods);
     assert_eq!(what_if, fresh);
+    assert_eq!(model.solve_without(&[], &pods), fresh);
     assert_eq!(what_if.errors.len(), 1, "{what_if:?}");
     assert!(what_if.errors[0].reason.contains("example.com/fpga"));
 }

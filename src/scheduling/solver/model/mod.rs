@@ -46,6 +46,8 @@ pub struct Model {
     pub(super) reservation_capacity: Vec<u32>,
     /// Existing nodes and in-flight NodeClaims, in the order they are tried.
     pub(super) nodes: Vec<NodeBase>,
+    /// Each node's index in `nodes`, by name.
+    node_index: HashMap<String, usize>,
     /// The pods running on `nodes`.
     pub(super) running: running::RunningPods,
     pub(super) options: SchedulerOptions,
@@ -111,6 +113,7 @@ impl Model {
             pools: Vec::new(),
             reservation_capacity: Vec::new(),
             nodes: Vec::new(),
+            node_index: HashMap::new(),
             running: running::RunningPods::default(),
             options,
             namespace_labels,
@@ -120,6 +123,12 @@ impl Model {
         model.compile_daemonsets(daemonsets);
         model.compile_pools(&node_pools);
         model.compile_nodes(existing_nodes, in_flight);
+        model.node_index = model
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.source.name.clone(), i))
+            .collect();
         model.running = running::RunningPods::index(&model.nodes);
         model.compile_inverse_groups();
         model
@@ -143,6 +152,35 @@ impl Model {
         State::prepare(self, &nodes, &pods).run()
     }
 
+    /// [`Model::solve`] on every node but those at `without` (indices into
+    /// [`Model::nodes`]): what disruption's what-ifs ask, without a name
+    /// comparison per node.
+    pub fn solve_without<'p>(
+        &self,
+        without: &[usize],
+        pods: impl IntoIterator<Item = &'p Pod>,
+    ) -> SchedulingResult {
+        let pods: Vec<&Pod> = pods.into_iter().collect();
+        let kept = |i: usize| !without.contains(&i);
+        if pods.iter().any(|p| !self.res.knows(&p.requests)) {
+            let names: Vec<&str> = without
+                .iter()
+                .filter_map(|&i| self.nodes.get(i))
+                .map(|n| n.source.name.as_str())
+                .collect();
+            let keep = |n: &ExistingNode| !names.contains(&n.name.as_str());
+            return self.recompiled(&keep, &pods).solve_pending();
+        }
+        let nodes: Vec<&NodeBase> = self
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| kept(*i))
+            .map(|(_, n)| n)
+            .collect();
+        State::prepare(self, &nodes, &pods).run()
+    }
+
     /// Places the input's pending pods on every node.
     pub fn solve_pending(&self) -> SchedulingResult {
         self.solve(|_| true, &self.pending)
@@ -151,6 +189,16 @@ impl Model {
     /// The nodes of the model (existing nodes and in-flight NodeClaims).
     pub fn nodes(&self) -> impl Iterator<Item = &ExistingNode> {
         self.nodes.iter().map(|n| &n.source)
+    }
+
+    /// The index in [`Model::nodes`] of the node called `name`.
+    pub fn node_index(&self, name: &str) -> Option<usize> {
+        self.node_index.get(name).copied()
+    }
+
+    /// The node at `index` in [`Model::nodes`].
+    pub fn node(&self, index: usize) -> Option<&ExistingNode> {
+        self.nodes.get(index).map(|n| &n.source)
     }
 
     /// The input's pending pods.

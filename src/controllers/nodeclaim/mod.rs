@@ -77,6 +77,24 @@ pub async fn patch_status(
     }
 }
 
+/// Merge-patches NodeClaim `name`'s annotations with `annotations` (a hash
+/// re-stamp); a claim that is already gone is not an error.
+pub async fn patch_annotations(
+    client: &kube::Client,
+    name: &str,
+    annotations: &std::collections::BTreeMap<&'static str, String>,
+) -> Result<(), kube::Error> {
+    let patch = serde_json::json!({"metadata": {"annotations": annotations}});
+    match Api::<NodeClaim>::all(client.clone())
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(error) => Err(error),
+    }
+}
+
 /// A claim's status conditions, created empty when it has none yet.
 fn conditions_mut(claim: &mut NodeClaim) -> &mut Vec<Condition> {
     claim

@@ -15,14 +15,15 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 
+use crate::apis::EC2NodeClass;
 use crate::apis::ec2nodeclass::EC2_NODE_CLASS_HASH_VERSION;
 use crate::apis::labels::{
     EC2_NODE_CLASS_HASH_ANNOTATION_KEY, EC2_NODE_CLASS_HASH_VERSION_ANNOTATION_KEY,
 };
-use crate::apis::{EC2NodeClass, NodeClaim};
 use crate::cloudprovider::restamped_class_annotations;
 use crate::cluster::ClusterState;
 use crate::controllers::ControllerError;
+use crate::controllers::nodeclaim::patch_annotations;
 
 /// What the hash controller needs.
 pub struct HashContext {
@@ -96,7 +97,6 @@ async fn restamp_node_claims(
     ctx: &HashContext,
     class: &EC2NodeClass,
 ) -> Result<(), ControllerError> {
-    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
     let name = class.name_any();
     for claim in ctx.state.node_claims.all() {
         if claim.spec.node_class_ref.name != name {
@@ -106,19 +106,7 @@ async fn restamp_node_claims(
         if annotations.is_empty() {
             continue;
         }
-        let patch = serde_json::json!({"metadata": {"annotations": annotations}});
-        match api
-            .patch(
-                &claim.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await
-        {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(error) => return Err(error.into()),
-        }
+        patch_annotations(&ctx.client, &claim.name_any(), &annotations).await?;
     }
     Ok(())
 }

@@ -22,6 +22,7 @@ use kube::{Client, ResourceExt};
 pub use hash::{NODE_POOL_HASH_VERSION, node_pool_hash, restamped_annotations};
 
 use super::ControllerError;
+use super::nodeclaim::patch_annotations;
 use crate::apis::conditions::{
     NODE_POOL_NODE_CLASS_READY, NODE_POOL_READY_DEPENDENCIES, NODE_POOL_VALIDATION_SUCCEEDED,
     READY, find_condition, is_condition_true, set_condition,
@@ -30,7 +31,7 @@ use crate::apis::labels::{
     NODE_POOL_HASH_ANNOTATION_KEY, NODE_POOL_HASH_VERSION_ANNOTATION_KEY, NODE_POOL_LABEL_KEY,
 };
 use crate::apis::validation::validate_node_pool;
-use crate::apis::{ConditionStatus, NodeClaim, NodePool};
+use crate::apis::{ConditionStatus, NodePool};
 use crate::cluster::ClusterState;
 use crate::scheduling::Resources;
 
@@ -293,26 +294,13 @@ async fn restamp_node_claims(
     pool: &str,
     hash: &str,
 ) -> Result<(), ControllerError> {
-    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
     for claim in ctx.state.node_claims.all() {
         let of_pool = claim.labels().get(NODE_POOL_LABEL_KEY).map(String::as_str) == Some(pool);
         let annotations = restamped_annotations(&claim, hash);
         if !of_pool || annotations.is_empty() {
             continue;
         }
-        let patch = serde_json::json!({"metadata": {"annotations": annotations}});
-        match api
-            .patch(
-                &claim.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await
-        {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(error) => return Err(error.into()),
-        }
+        patch_annotations(&ctx.client, &claim.name_any(), &annotations).await?;
     }
     Ok(())
 }

@@ -17,6 +17,9 @@
 //! Peak RSS is the process's (`VmHWM`), so a size's figure includes every
 //! smaller size run before it: measure one size per run for memory.
 
+#[path = "support/rss.rs"]
+mod rss;
+
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
@@ -91,7 +94,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             wall.as_secs_f64() * 1000.0,
             found.price_before,
             found.price_after,
-            peak_rss_mib(),
+            rss::peak_rss_mib(),
         );
     }
     Ok(())
@@ -115,16 +118,4 @@ fn cluster(nodes: usize) -> Result<PathBuf, Box<dyn std::error::Error>> {
     }
     std::fs::write(&path, output.stdout)?;
     Ok(path)
-}
-
-/// This process's peak resident set, in MiB.
-fn peak_rss_mib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        })
-        .map_or(0, |kb| kb / 1024)
 }

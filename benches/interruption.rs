@@ -35,6 +35,9 @@
 #[allow(dead_code)]
 mod moto;
 
+#[path = "support/rss.rs"]
+mod rss;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -95,7 +98,7 @@ fn main() {
             "| {n} | {queue} | {:.1} s | {:.0} | {alone} | {} MiB |",
             handled.as_secs_f64(),
             n as f64 / handled.as_secs_f64(),
-            peak_rss_mib()
+            rss::peak_rss_mib()
         );
     }
 }
@@ -422,16 +425,4 @@ fn deleted_messages() -> f64 {
         .filter_map(|l| l.rsplit(' ').next())
         .filter_map(|v| v.trim().parse::<f64>().ok())
         .sum()
-}
-
-/// This process's peak resident set, in MiB.
-fn peak_rss_mib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        })
-        .map_or(0, |kb| kb / 1024)
 }

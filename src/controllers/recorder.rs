@@ -116,11 +116,6 @@ impl Recorder {
         }
     }
 
-    /// How many published events are remembered for series.
-    pub fn remembered(&self) -> usize {
-        self.lock().events.len()
-    }
-
     fn lock(&self) -> std::sync::MutexGuard<'_, Memory> {
         self.memory.lock().unwrap_or_else(PoisonError::into_inner)
     }

@@ -45,6 +45,21 @@ fn claim(name: &str, cpu: &str, hash_version: &str) -> NodeClaim {
     .unwrap()
 }
 
+/// Creates `object`, then writes its status (the API server drops a new
+/// object's status).
+async fn create_with_status(claims: &Api<NodeClaim>, object: &NodeClaim) {
+    claims.create(&PostParams::default(), object).await.unwrap();
+    let status = json!({"status": object.status});
+    claims
+        .patch_status(
+            &object.metadata.name.clone().unwrap(),
+            &PatchParams::default(),
+            &Patch::Merge(&status),
+        )
+        .await
+        .unwrap();
+}
+
 fn condition(pool: &NodePool, type_: &str) -> (String, String) {
     let c = pool
         .status
@@ -98,17 +113,7 @@ async fn readiness_counters_and_the_hash_are_written() {
         ("general-a", "2", "v3"),
         ("general-b", "4", NODE_POOL_HASH_VERSION),
     ] {
-        let object = claim(name, cpu, version);
-        claims
-            .create(&PostParams::default(), &object)
-            .await
-            .unwrap();
-        // The API server drops a new object's status: it is written after.
-        let status = json!({"status": object.status});
-        claims
-            .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
-            .await
-            .unwrap();
+        create_with_status(&claims, &claim(name, cpu, version)).await;
     }
     let (state, driver) = ClusterState::start(client.clone());
     let driver = tokio::spawn(driver);
@@ -338,16 +343,7 @@ async fn the_class_hash_is_written_and_claims_of_another_version_restamped() {
         ("general-b", "v4", true),
         ("general-c", EC2_NODE_CLASS_HASH_VERSION, false),
     ] {
-        let object = class_claim(name, version, drifted);
-        claims
-            .create(&PostParams::default(), &object)
-            .await
-            .unwrap();
-        let status = json!({"status": object.status});
-        claims
-            .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
-            .await
-            .unwrap();
+        create_with_status(&claims, &class_claim(name, version, drifted)).await;
     }
     let (state, driver) = ClusterState::start(client.clone());
     let driver = tokio::spawn(driver);

@@ -98,13 +98,19 @@ fn class() -> Value {
     })
 }
 
-fn run(docs: &[Value], spot_to_spot: bool) -> DisruptionOutput {
+/// The documents as manifests, and instance types from the embedded catalog.
+fn input(docs: &[Value]) -> (Manifests, InstanceTypeProvider) {
     let yaml: String = docs.iter().map(|d| format!("---\n{d}\n")).collect();
     let mut manifests = Manifests::default();
     manifests.add_yaml("test.yaml", &yaml).unwrap();
     let catalog = Arc::new(Catalog::embedded("us-east-1").unwrap());
     let extensions = Arc::new(Extensions::new(HostConfig::default()).unwrap());
     let provider = InstanceTypeProvider::new(catalog, extensions, Arc::default());
+    (manifests, provider)
+}
+
+fn run(docs: &[Value], spot_to_spot: bool) -> DisruptionOutput {
+    let (manifests, provider) = input(docs);
     let options = DisruptionOptions {
         at: AT.parse::<Timestamp>().unwrap(),
         spot_to_spot,
@@ -114,12 +120,7 @@ fn run(docs: &[Value], spot_to_spot: bool) -> DisruptionOutput {
 
 /// The plan itself, with what `simulate` does not print (scored moves).
 fn plan_of(docs: &[Value]) -> DisruptionPlan {
-    let yaml: String = docs.iter().map(|d| format!("---\n{d}\n")).collect();
-    let mut manifests = Manifests::default();
-    manifests.add_yaml("test.yaml", &yaml).unwrap();
-    let catalog = Arc::new(Catalog::embedded("us-east-1").unwrap());
-    let extensions = Arc::new(Extensions::new(HostConfig::default()).unwrap());
-    let provider = InstanceTypeProvider::new(catalog, extensions, Arc::default());
+    let (manifests, provider) = input(docs);
     let options = PlanOptions {
         at: AT.parse::<Timestamp>().unwrap(),
         spot_to_spot: false,

@@ -3,6 +3,8 @@
 
 use nodewright_filter::{Context, InstanceFilter, InstanceType, LogLevel, Verdict};
 
+mod hostile;
+
 /// Behaves as `config.mode` says.
 #[derive(Default)]
 pub struct Misbehaving;
@@ -37,7 +39,11 @@ impl InstanceFilter for Misbehaving {
         ctx: &Context,
         candidates: &[InstanceType<'_>],
     ) -> Result<Vec<Verdict>, String> {
-        match mode(ctx).as_str() {
+        let mode = mode(ctx);
+        if let Some(answer) = hostile::run(&mode, ctx, candidates) {
+            return answer;
+        }
+        match mode.as_str() {
             "loop" => {
                 let mut n: u64 = 0;
                 loop {

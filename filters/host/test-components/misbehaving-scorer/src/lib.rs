@@ -15,6 +15,22 @@ impl PriorityScorer for Misbehaving {
             .unwrap_or_default();
         match mode.as_str() {
             "wrong-length" => Ok(vec![0; candidates.len().saturating_sub(1)]),
+            // Scores computed in floating point from NaN and the infinities:
+            // the contract's scores are `s32`, so they reach the host as
+            // Rust's saturating casts make them (0, i32::MAX, i32::MIN).
+            "nan-inf" => Ok([f64::NAN, f64::INFINITY, f64::NEG_INFINITY]
+                .into_iter()
+                .cycle()
+                .take(candidates.len())
+                .map(|f| f as i32)
+                .collect()),
+            "extremes" => Ok([i32::MAX, i32::MIN, -1]
+                .into_iter()
+                .cycle()
+                .take(candidates.len())
+                .collect()),
+            // Millions of scores for a handful of candidates.
+            "many-scores" => Ok(vec![7; 4_000_000]),
             _ => Ok(candidates
                 .iter()
                 .map(|c| i32::try_from(c.vcpu()).unwrap_or(i32::MAX))

@@ -17,6 +17,10 @@ impl AmiSelector for Misbehaving {
         match mode.as_str() {
             "out-of-range" => Ok(vec![n]),
             "duplicate" => Ok(vec![0, 0]),
+            "duplicate-late" => Ok((0..n).chain([n.saturating_sub(1)]).collect()),
+            "max-index" => Ok(vec![u32::MAX]),
+            // Millions of indices for a handful of candidates.
+            "many-indices" => Ok((0..4_000_000).map(|i| i % n.max(1)).collect()),
             _ => Ok((0..n).rev().collect()),
         }
     }

@@ -1,0 +1,175 @@
+//! Hostile components at load time: capability imports (filesystem, HTTP,
+//! sockets), and truncated and bit-flipped binaries pinned by their own
+//! digest, so that the digest check lets them through to the compiler.
+
+mod support {
+    pub mod components;
+}
+
+use std::{sync::Arc, time::Instant};
+
+use nodewright_host::{CallError, Host, HostConfig, LoadError, ModuleRef, Role, sha256_hex};
+use support::components::{
+    DEADLINE, ERROR_TEXT_BOUND, SLACK, bounded, candidates, component, ctx, load, still_works,
+    try_load,
+};
+
+fn refused_imports(name: &str) -> Vec<String> {
+    let host = Host::new(HostConfig::default()).unwrap();
+    let err = try_load(&host, Role::InstanceFilter, name).unwrap_err();
+    assert!(err.to_string().len() <= ERROR_TEXT_BOUND, "{err}");
+    match err {
+        LoadError::ForbiddenImport { imports, .. } => imports,
+        other => panic!("{name}: expected a forbidden import, got {other:?}"),
+    }
+}
+
+#[test]
+fn filesystem_http_and_socket_imports_are_refused_at_load() {
+    for (name, prefix) in [
+        ("fs-filter", "wasi:filesystem/"),
+        ("http-filter", "wasi:http/"),
+        ("socket-filter", "wasi:sockets/"),
+    ] {
+        let imports = refused_imports(name);
+        assert!(
+            imports.iter().any(|i| i.starts_with(prefix)),
+            "{name}: {imports:?}"
+        );
+        // Nothing the sandbox grants is reported as refused.
+        assert!(
+            imports.iter().all(|i| !i.starts_with("wasi:cli/")
+                && !i.starts_with("wasi:io/")
+                && !i.starts_with("nodewright:")),
+            "{name}: {imports:?}"
+        );
+        // `inspect` says the same without loading.
+        let host = Host::new(HostConfig::default()).unwrap();
+        let bytes = std::fs::read(component(name)).unwrap();
+        let found = host.inspect(&bytes, name).unwrap();
+        assert!(!found.loadable(), "{name}");
+    }
+}
+
+/// Loads `bytes` pinned to their own digest.
+fn load_bytes(host: &Host, bytes: Vec<u8>) -> Result<nodewright_host::LoadedModule, LoadError> {
+    let pin = sha256_hex(&bytes);
+    let source = ModuleRef::Bytes {
+        label: "hostile.wasm".to_string(),
+        bytes: Arc::from(bytes),
+    };
+    host.load(Role::InstanceFilter, &source, Some(&pin))
+}
+
+#[test]
+fn truncated_binaries_are_refused() {
+    let host = Host::new(HostConfig::default()).unwrap();
+    let whole = std::fs::read(component("misbehaving-filter")).unwrap();
+    let len = whole.len();
+    for cut in [
+        0,
+        1,
+        4,
+        7,
+        9,
+        64,
+        1000,
+        len / 3,
+        len / 2,
+        len - 100,
+        len - 1,
+    ] {
+        let start = Instant::now();
+        let err = load_bytes(&host, whole[..cut].to_vec()).unwrap_err();
+        assert!(
+            matches!(err, LoadError::Compile { .. }),
+            "cut at {cut} of {len}: {err:?}"
+        );
+        assert!(
+            err.to_string().len() <= ERROR_TEXT_BOUND,
+            "cut at {cut}: {err}"
+        );
+        assert!(start.elapsed() <= DEADLINE + SLACK, "cut at {cut}");
+    }
+    // The 8-byte header alone is an empty component: valid, but it exports
+    // nothing.
+    let err = load_bytes(&host, whole[..8].to_vec()).unwrap_err();
+    assert!(matches!(err, LoadError::WrongWorld { .. }), "{err:?}");
+    still_works(&load(&host, Role::InstanceFilter, "misbehaving-filter"));
+}
+
+/// What became of one bit flip.
+#[derive(Debug, Default)]
+struct Outcomes {
+    refused: usize,
+    loaded_and_answered: usize,
+    loaded_and_failed: usize,
+}
+
+#[test]
+fn bit_flipped_binaries_are_refused_or_stay_sandboxed() {
+    let host = Host::new(HostConfig::default()).unwrap();
+    let whole = std::fs::read(component("misbehaving-filter")).unwrap();
+    // Every bit of the header, then one bit at 20 offsets spread over the
+    // file (a different bit each time).
+    let mut flips: Vec<(usize, u8)> = (0..8).flat_map(|i| (0..8).map(move |b| (i, b))).collect();
+    flips.extend((0..20u8).map(|k| (8 + usize::from(k) * (whole.len() - 9) / 20, k % 8)));
+    let mut outcomes = Outcomes::default();
+    for (offset, bit) in flips {
+        let mut bytes = whole.clone();
+        bytes[offset] ^= 1 << bit;
+        let start = Instant::now();
+        match load_bytes(&host, bytes) {
+            Err(err) => {
+                // The magic and the version/layer word say what the bytes
+                // are; a flip there never yields a component.
+                if offset < 8 {
+                    assert!(
+                        matches!(
+                            err,
+                            LoadError::Compile { .. } | LoadError::CoreModule { .. }
+                        ),
+                        "flip {offset}:{bit}: {err:?}"
+                    );
+                }
+                assert!(
+                    err.to_string().len() <= ERROR_TEXT_BOUND,
+                    "flip {offset}:{bit}: {err}"
+                );
+                outcomes.refused += 1;
+            }
+            Ok(module) => {
+                assert!(offset >= 8, "a flip in the header loaded: {offset}:{bit}");
+                let module = module.with_limits(load_limits());
+                match bounded(&module, |m| {
+                    m.filter_reported(&ctx("name-length"), &candidates())
+                }) {
+                    Ok(_) => outcomes.loaded_and_answered += 1,
+                    Err(
+                        CallError::Trap { .. }
+                        | CallError::MalformedOutput(_)
+                        | CallError::Rejected(_)
+                        | CallError::Timeout { .. }
+                        | CallError::MemoryExhausted { .. },
+                    ) => outcomes.loaded_and_failed += 1,
+                    Err(other) => panic!("flip {offset}:{bit}: {other:?}"),
+                }
+            }
+        }
+        assert!(
+            start.elapsed() <= DEADLINE + DEADLINE + SLACK,
+            "flip {offset}:{bit} took {:?}",
+            start.elapsed()
+        );
+    }
+    eprintln!("{outcomes:?}");
+    assert!(outcomes.refused >= 64, "{outcomes:?}");
+    still_works(&load(&host, Role::InstanceFilter, "misbehaving-filter"));
+}
+
+fn load_limits() -> nodewright_host::Limits {
+    nodewright_host::Limits {
+        timeout: DEADLINE,
+        ..nodewright_host::Limits::default()
+    }
+}

@@ -127,7 +127,9 @@ pub fn parse_quantity(resource: &str, text: &str, scale: i32) -> Result<i64, Qua
                 None => return Ok(if value > 0 { 1 } else { 0 }),
             };
         }
-        value = (value + divisor - 1) / divisor;
+        // Rounded up without `value + divisor - 1`, which overflows for a
+        // mantissa near i128::MAX.
+        value = value / divisor + i128::from(value % divisor != 0);
     }
     i64::try_from(value).map_err(|_| too_large())
 }

@@ -207,7 +207,8 @@ fn job_pods(job: &Job) -> i32 {
     let parallelism = spec.and_then(|s| s.parallelism).unwrap_or(1);
     let succeeded = status.and_then(|s| s.succeeded).unwrap_or(0);
     match spec.and_then(|s| s.completions) {
-        Some(completions) => parallelism.min(completions - succeeded),
+        // Saturating: both come from the manifest and may be any i32.
+        Some(completions) => parallelism.min(completions.saturating_sub(succeeded)),
         None => parallelism,
     }
 }

@@ -30,6 +30,7 @@ mod nodeclass_termination;
 mod nodepool;
 mod operator;
 mod pricing;
+mod properties;
 mod provisioning;
 mod reference;
 mod sandbox;

@@ -8,6 +8,13 @@
   deploy/iam/README.md justifies in its "parliament findings" table.
 - The CloudFormation template's controller policy is this policy, and its
   node role's trust policy is deploy/iam/node-trust-policy.json.
+- Every tag condition in the policy (`aws:RequestTag/K`, `aws:ResourceTag/K`)
+  holds for the tags the code writes (read from the functions that build
+  them, TAG_WRITERS below), and every EC2 resource type a statement only
+  lets the controller create with request tags is one the code tags. moto
+  evaluates no condition (tests/it/sandbox_aws_iam.rs says what it checks),
+  so this is what stands between a tag the code stops writing and a launch
+  AWS refuses.
 
 Operations are found as `.operation_name()` calls whose name is an operation
 of one of the AWS SDK crates in Cargo.lock (read from the crates' sources in
@@ -207,17 +214,164 @@ def template_policy_matches(policy):
     return problems
 
 
+# The functions that build the tags nodewright writes, and what carries them:
+# (file, function, resources tagged, when the tags are checked). EC2
+# launches carry template_tags (launch templates, and CreateFleet's tag
+# specifications with the NodeClaim's tag added); the class's dry runs carry
+# launch_tags; instance profiles carry instance_profile_tags.
+TAG_WRITERS = [
+    ("src/aws/cloudprovider.rs", "template_tags", "ec2", ("RequestTag", "ResourceTag")),
+    ("src/controllers/nodeclass/validation.rs", "launch_tags", "ec2", ("RequestTag",)),
+    ("src/aws/instance_profile.rs", "instance_profile_tags", "iam", ("RequestTag", "ResourceTag")),
+]
+# Files whose `ResourceType::X` tag specifications say which EC2 resource
+# types a launch tags.
+TAGGING_FILES = [
+    "src/aws/instance/fleet.rs",
+    "src/aws/launch_template/template.rs",
+    "src/aws/dry_run.rs",
+]
+# A tag value the code writes from a variable: the policy's placeholder for
+# it; any other variable is a name known only at run time (ANY).
+VARIABLES = {"cluster": "${ClusterName}", "region": "${AWS::Region}"}
+ANY = object()
+
+
+def function_body(text, name):
+    start = re.search(rf"\bfn {name}\b", text)
+    if not start:
+        return None
+    open_at = text.index("{", start.end())
+    depth = 0
+    for index in range(open_at, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[index], 0)
+        if depth == 0:
+            return text[open_at:index + 1]
+    return None
+
+
+def constants():
+    found = {}
+    for _, text in controller_sources():
+        found.update(re.findall(r'const ([A-Z0-9_]+): &str = "([^"]*)";', text))
+    return found
+
+
+def tag_key(expression, consts):
+    expression = expression.strip()
+    literal = re.fullmatch(r'format!\("([^"]*)"\)|"([^"]*)"\.to_string\(\)', expression)
+    if literal:
+        key = literal.group(1) or literal.group(2)
+        return re.sub(r"\{(\w+)\}", lambda m: VARIABLES.get(m.group(1), "{" + m.group(1) + "}"), key)
+    constant = re.fullmatch(r"([A-Z0-9_]+)\.to_string\(\)", expression)
+    if constant and constant.group(1) in consts:
+        return consts[constant.group(1)]
+    raise SystemExit(f"check_iam.py cannot read the tag key {expression!r}: teach tag_key")
+
+
+def tag_value(expression):
+    expression = expression.strip()
+    literal = re.fullmatch(r'"([^"]*)"\.to_string\(\)', expression)
+    if literal:
+        return literal.group(1)
+    if expression == "String::new()":
+        return ""
+    variable = re.fullmatch(r"(\w+)\.(?:clone|to_string)\(\)", expression)
+    if variable and variable.group(1) in VARIABLES:
+        return VARIABLES[variable.group(1)]
+    return ANY
+
+
+def written_tags():
+    """{(service, kind): [(writer, {key: value})]} from TAG_WRITERS."""
+    consts = constants()
+    sources = dict(controller_sources())
+    written = {}
+    for path, name, service, kinds in TAG_WRITERS:
+        body = function_body(sources.get(path, ""), name)
+        if body is None:
+            raise SystemExit(f"{path}: fn {name} is gone: update TAG_WRITERS in check_iam.py")
+        flat = " ".join(body.split())
+        inserts = re.findall(r"tags\.insert\( ?(.+?), (.+?),? ?\);", flat)
+        if not inserts:
+            raise SystemExit(f"{path}: fn {name} inserts no tag that check_iam.py can read")
+        tags = {tag_key(key, consts): tag_value(value) for key, value in inserts}
+        for kind in kinds:
+            written.setdefault((service, kind), []).append((f"{path} fn {name}", tags))
+    return written
+
+
+def glob(pattern, text):
+    return re.fullmatch(".*".join(map(re.escape, pattern.split("*"))), text, re.S) is not None
+
+
+def satisfies(operator, expected, value):
+    if value is ANY:  # a name only known at run time satisfies only "*"
+        return operator == "StringLike" and "*" in expected
+    if operator == "StringEquals":
+        return value in expected
+    if operator == "StringLike":
+        return any(glob(pattern, value) for pattern in expected)
+    raise SystemExit(f"check_iam.py does not evaluate condition operator {operator}")
+
+
+def listed(value):
+    return [value] if isinstance(value, str) else list(value)
+
+
+def tag_conditions(policy):
+    """Problems where the policy's tag conditions refuse the tags the code writes."""
+    written = written_tags()
+    tagged_types = set()
+    for path in TAGGING_FILES:
+        for name in re.findall(r"ResourceType::([A-Za-z]+)", dict(controller_sources())[path]):
+            tagged_types.add(re.sub(r"(?<!^)(?=[A-Z])", "-", name).lower())
+    problems = []
+    checked = 0
+    for statement in policy["Statement"]:
+        sid = statement.get("Sid", "?")
+        resources = listed(statement["Resource"])
+        arn = re.match(r"arn:(?:[$][{][^}]*[}]|[^:]*):([^:]+):", resources[0])
+        service = arn.group(1) if arn else "*"
+        for operator, block in statement.get("Condition", {}).items():
+            for key, expected in block.items():
+                found = re.fullmatch(r"aws:(RequestTag|ResourceTag)/(.+)", key)
+                if not found:
+                    continue
+                kind, tag = found.groups()
+                for writer, tags in written.get((service, kind), []):
+                    checked += 1
+                    if tag not in tags:
+                        problems.append(f"{sid}: {key} is required, but {writer} does not write tag {tag}")
+                    elif not satisfies(operator, listed(expected), tags[tag]):
+                        value = "a name" if tags[tag] is ANY else repr(tags[tag])
+                        problems.append(f"{sid}: {operator} {key} {expected!r}, but {writer} writes {value}")
+                if (service, kind) not in written:
+                    problems.append(f"{sid}: {key} on {service} resources, whose tags no TAG_WRITERS entry builds")
+        requested = any(k.startswith("aws:RequestTag/") for block in statement.get("Condition", {}).values() for k in block)
+        if requested and service == "ec2":
+            for resource in resources:
+                kind = re.search(r":([a-z-]+)/", resource).group(1)
+                if kind not in tagged_types:
+                    problems.append(f"{sid}: creating a {kind} needs request tags, and the code tags no {kind}")
+    if checked == 0:
+        problems.append("no tag condition checked against the code: the scan is broken")
+    print(f"     tag conditions: {checked} condition x tag-writer pairs checked; EC2 resource types tagged: {sorted(tagged_types)}")
+    return problems
+
+
 def main():
     text = POLICY.read_text()
     policy = json.loads(text)
     problems, calls, needed = coverage(policy)
+    problems += tag_conditions(policy)
     problems += parliament_findings(text)
     problems += template_policy_matches(policy)
     for problem in problems:
         print(f"FAIL {problem}")
     if problems:
         sys.exit(1)
-    print(f"ok   {calls} operations called, {needed} actions needed, all allowed, none more; parliament: nothing above LOW but the justified; the template's policies are these")
+    print(f"ok   {calls} operations called, {needed} actions needed, all allowed, none more; tag conditions hold for the tags the code writes; parliament: nothing above LOW but the justified; the template's policies are these")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 //! moto's server, serving EC2 and SSM over the real wire protocol on
 //! 127.0.0.1, for tests that talk to AWS. One server per test process,
-//! started on first use. It is stopped when the test process ends, however
+//! started on first use, shared by the tests; a test that needs IAM enforced
+//! starts a server of its own ([`start_enforcing`]). It is stopped when the test process ends, however
 //! it ends: a small shell guardian holds moto's process group and kills it
 //! when the pipe from this process closes.
 
@@ -71,7 +72,52 @@ fn moto_binary() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv/moto/bin/moto_server")
 }
 
+/// A moto server of its own that enforces IAM (moto's
+/// `INITIAL_NO_AUTH_ACTION_COUNT`): the first `free_calls` calls are not
+/// checked, so a test can set up users and resources as an administrator
+/// would; [`Moto::enforce_now`] ends that window early. Stopped when dropped.
+pub fn start_enforcing(free_calls: u32) -> Moto {
+    spawn(&[("INITIAL_NO_AUTH_ACTION_COUNT", free_calls.to_string())])
+}
+
+impl Moto {
+    /// From now on every call is checked against the caller's IAM policies
+    /// (moto's `/moto-api/reset-auth` with 0 free calls left).
+    pub fn enforce_now(&self) {
+        let address = self.endpoint.trim_start_matches("http://");
+        let mut stream = TcpStream::connect(address).expect("connect to moto");
+        write!(
+            stream,
+            "POST /moto-api/reset-auth HTTP/1.1\r\nHost: {address}\r\nContent-Type: text/plain\r\nContent-Length: 1\r\nConnection: close\r\n\r\n0"
+        )
+        .expect("ask moto to enforce IAM");
+        let mut answer = String::new();
+        std::io::Read::read_to_string(&mut stream, &mut answer).expect("moto's answer");
+        assert!(
+            answer.starts_with("HTTP/1.1 200"),
+            "moto refused to enforce IAM: {answer}"
+        );
+    }
+}
+
+/// SDK clients pointed at `endpoint`, signing as access key `key`.
+pub async fn clients_as(endpoint: &str, key: &str, secret: &str) -> AwsClients {
+    let settings = AwsSettings {
+        region: Some("us-east-1".to_string()),
+        endpoint_url: Some(endpoint.to_string()),
+        credentials: Some(aws_sdk_ec2::config::Credentials::new(
+            key, secret, None, None, "moto",
+        )),
+    };
+    AwsClients::new(&sdk_config(&settings).await)
+}
+
 fn start() -> Moto {
+    spawn(&[])
+}
+
+/// Starts moto with `env` added to its environment.
+fn spawn(env: &[(&str, String)]) -> Moto {
     assert_eq!(
         std::env::var("AWS_EC2_METADATA_DISABLED").as_deref(),
         Ok("true"),
@@ -98,6 +144,7 @@ fn start() -> Moto {
         ])
         .arg(&binary)
         .arg(port.to_string())
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .spawn()

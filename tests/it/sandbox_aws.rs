@@ -30,7 +30,7 @@ fn tagged(kind: ResourceType, label: &str) -> TagSpecification {
 
 /// A subnet and a security group tagged `discovery=LABEL`, the node role
 /// `role`, and an image tagged `team=LABEL`; the security group's ID.
-async fn network(clients: &AwsClients, label: &str, role: &str) -> String {
+pub(crate) async fn network(clients: &AwsClients, label: &str, role: &str) -> String {
     let ec2 = &clients.ec2;
     let vpc = ec2
         .create_vpc()

@@ -163,10 +163,10 @@ async fn step<T, Fut: std::future::Future<Output = Option<T>>>(
             return found;
         }
         if Instant::now() > deadline {
+            let calls = format!("{:?}", answers.lock().unwrap().calls);
+            let cluster = crate::fixture::cluster_dump(client).await;
             panic!(
-                "timed out waiting for {what}; calls moto answered: {:?}; the cluster:\n{}",
-                answers.lock().unwrap().calls,
-                crate::fixture::cluster_dump(client).await
+                "timed out waiting for {what}; calls moto answered: {calls}; the cluster:\n{cluster}"
             );
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -502,7 +502,7 @@ async fn the_controller_needs_no_permission_beyond_its_policy() {
     sandbox.stop().await;
     drop(proxy);
     let _ = std::fs::remove_dir_all(&dir);
-    let answers = answers.lock().unwrap();
+    let answers = std::mem::take(&mut *answers.lock().unwrap());
     assert!(
         answers.refused.is_empty(),
         "moto refused the controller:\n{}",

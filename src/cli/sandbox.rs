@@ -9,14 +9,17 @@ use clap::{Args, ValueEnum};
 use super::{CliError, emit};
 use crate::apis::duration::parse_go_duration;
 use crate::sim::sandbox::log::{self, LogFormat};
-use crate::sim::sandbox::{CloudChoice, KUBECONFIG_MARKER, Sandbox, SandboxSettings, kubeconfig};
+use crate::sim::sandbox::{
+    CloudChoice, ControllerAccount, KUBECONFIG_MARKER, Sandbox, SandboxSettings, kubeconfig,
+};
 
 /// Arguments of `nodewright sandbox`.
 #[derive(Debug, Args)]
 #[command(after_help = "\
 Prints `export KUBECONFIG=…` once the manifests are applied; use kubectl \
 against it. What runs: the API server double (a test double of \
-kube-apiserver: no authentication, everything in memory), a simulated \
+kube-apiserver: everything in memory; RBAC only for the controllers' \
+ServiceAccount, see --controller-service-account), a simulated \
 kubelet (a launched instance becomes a Node after --register-delay, Ready \
 one second later, startup taints removed a second after that), a binder \
 standing in for kube-scheduler, and nodewright's controllers as \
@@ -67,6 +70,15 @@ pub struct SandboxArgs {
     /// Ready min(this, 1s) later, and loses its startup taints as long after that.
     #[arg(long, default_value = "3s", value_name = "DURATION", value_parser = parse_delay)]
     register_delay: Duration,
+    /// Run nodewright's controllers as this ServiceAccount (`NAMESPACE/NAME`),
+    /// with RBAC enforced: each request they make is allowed only by the
+    /// ClusterRoles and Roles bound to it among the manifests (pass the
+    /// chart's `helm template` output), a denied one is a 403 logged at
+    /// warn, and the controllers elect a leader on the Lease
+    /// `NAME-leader-election` in NAMESPACE, as the chart's Deployment does.
+    /// Without it they act as a cluster admin.
+    #[arg(long, value_name = "NAMESPACE/NAME", value_parser = parse_account)]
+    controller_service_account: Option<ControllerAccount>,
     /// Log lines on stderr: readable text, or one JSON object per line.
     #[arg(long, value_enum, default_value_t = LogFormatArg::Text)]
     log_format: LogFormatArg,
@@ -90,6 +102,24 @@ enum LogFormatArg {
 
 fn parse_delay(text: &str) -> Result<Duration, String> {
     parse_go_duration(text).map_err(|e| format!("{e} (use a Go duration such as 500ms, 2s or 1m)"))
+}
+
+/// `NAMESPACE/NAME` of a ServiceAccount; the Lease is named as the chart names it.
+fn parse_account(text: &str) -> Result<ControllerAccount, String> {
+    match text.split_once('/') {
+        Some((namespace, name))
+            if !namespace.is_empty() && !name.is_empty() && !name.contains('/') =>
+        {
+            Ok(ControllerAccount {
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+                lease: format!("{name}-leader-election"),
+            })
+        }
+        _ => Err(format!(
+            "{text:?} is not NAMESPACE/NAME (e.g. kube-system/nodewright, the chart's ServiceAccount)"
+        )),
+    }
 }
 
 /// An `ADDRESS:PORT`; `localhost:PORT` is 127.0.0.1.
@@ -118,6 +148,7 @@ impl SandboxArgs {
             cluster_name: self.cluster_name.clone(),
             launch_delay: self.launch_delay,
             interruption_queue: self.interruption_queue.clone(),
+            controller_account: self.controller_service_account.clone(),
             ..SandboxSettings::default()
         }
         .with_register_delay(self.register_delay)

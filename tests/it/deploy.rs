@@ -200,7 +200,7 @@ fn deploy_python() -> PathBuf {
 }
 
 /// The chart rendered by Helm with `--set` expressions, as one YAML stream.
-fn render_chart(namespace: &str, sets: &[&str]) -> String {
+pub(crate) fn render_chart(namespace: &str, sets: &[&str]) -> String {
     let mut command = Command::new(deploy_python());
     command
         .arg(root().join("deploy/tests/chart.py"))

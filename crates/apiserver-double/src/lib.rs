@@ -4,8 +4,8 @@
 //! in process as a `tower` service ([`ApiServer::client`]) or over plain
 //! HTTP on 127.0.0.1 ([`ApiServer::serve`]) so that the real `kubectl`
 //! (1.32) and the `nodewright` binary work against it through a
-//! kubeconfig. It is not a Kubernetes distribution: no authentication,
-//! authorization or admission webhooks, no etcd, one process.
+//! kubeconfig. It is not a Kubernetes distribution: no admission webhooks,
+//! no etcd, one process, and authentication only by the tokens it issues.
 //!
 //! # What it implements
 //!
@@ -16,7 +16,7 @@
 //!   Deployments, ReplicaSets, StatefulSets (`scale`), DaemonSets, Jobs,
 //!   PodDisruptionBudgets, Leases, StorageClasses, CSINodes,
 //!   PriorityClasses, ClusterRoles, ClusterRoleBindings, Roles and
-//!   RoleBindings (stored only: no request is authorized by them),
+//!   RoleBindings,
 //!   CustomResourceDefinitions, and the CRDs the caller
 //!   installs at start ([`ApiServerBuilder::crds`]: nodewright passes its
 //!   NodePool with `scale`, NodeClaim and EC2NodeClass); more CRDs can be
@@ -57,9 +57,15 @@
 //!   as the real server does (429 when exhausted, 500 for several
 //!   budgets); `pods/binding` sets `spec.nodeName`.
 //!
+//! - **RBAC for ServiceAccounts** ([`authz`](self) module): a request with a
+//!   token from [`ApiServer::service_account_token`] is authorized by the
+//!   rules bound to that ServiceAccount and refused with the real 403;
+//!   requests without a token act as a cluster admin.
+//!
 //! # What it does not implement
 //!
-//! Authentication, RBAC, admission webhooks and most admission plugins,
+//! Other authentication (certificates, users, groups), aggregated
+//! ClusterRoles, impersonation, admission webhooks and most admission plugins,
 //! full validation of built-in kinds, protobuf responses (protobuf request
 //! bodies of the served kinds are decoded), OpenAPI v2 and schemas of
 //! built-in kinds in OpenAPI v3 (only what kubectl needs is served), graceful
@@ -70,6 +76,7 @@
 //! themselves (`sandbox` adds stand-ins for both).
 
 mod apply;
+mod authz;
 mod builtin;
 mod cel;
 mod control;
@@ -112,6 +119,7 @@ use http_body_util::combinators::UnsyncBoxBody;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use serde_json::{Value, json};
 
+pub use authz::{AuthorizationReport, Denial, RuleRef, ServiceAccount, UnusedRule};
 use resources::Registry;
 use store::Store;
 use write::WriteOptions;
@@ -132,6 +140,7 @@ struct State {
     store: Store,
     registry: Registry,
     options: Options,
+    authz: authz::Authorization,
 }
 
 struct Inner {
@@ -219,6 +228,7 @@ impl ApiServerBuilder {
             store: Store::new(self.history),
             registry: Registry::builtin(),
             options: self.options.clone(),
+            authz: authz::Authorization::default(),
         };
         state.seed(self.crds);
         let _ = version.send_replace(state.store.current_version());
@@ -307,6 +317,62 @@ impl ApiServer {
             }
         });
         kube::Client::new(service, "default")
+    }
+
+    /// A bearer token that makes requests act as the ServiceAccount
+    /// `namespace/name`: RBAC then allows them only by the ClusterRoles and
+    /// Roles bound to it (requests without a token act as a cluster admin).
+    /// The token is refused (401) while the ServiceAccount does not exist.
+    pub fn service_account_token(&self, namespace: &str, name: &str) -> String {
+        self.lock().authz.issue(ServiceAccount {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+        })
+    }
+
+    /// A client in process whose requests carry `token` (see
+    /// [`Self::service_account_token`]); `default` is its default namespace.
+    pub fn client_with_token(&self, token: &str) -> kube::Client {
+        let server = self.clone();
+        let bearer = http::HeaderValue::from_str(&format!("Bearer {token}")).ok();
+        let service = tower::service_fn(move |request: Request<kube::client::Body>| {
+            let server = server.clone();
+            let bearer = bearer.clone();
+            async move {
+                let (mut parts, body) = request.into_parts();
+                match bearer {
+                    Some(value) => {
+                        parts.headers.insert(http::header::AUTHORIZATION, value);
+                    }
+                    None => {
+                        return Ok::<_, Infallible>(request::error_response(
+                            &error::ApiError::bad_request("the token is not a valid header value"),
+                        ));
+                    }
+                }
+                let bytes = match body.collect().await {
+                    Ok(collected) => collected.to_bytes(),
+                    Err(e) => {
+                        return Ok(request::error_response(&error::ApiError::bad_request(
+                            e.to_string(),
+                        )));
+                    }
+                };
+                Ok(server.handle(Request::from_parts(parts, bytes)).await)
+            }
+        });
+        kube::Client::new(service, "default")
+    }
+
+    /// What RBAC decided for the ServiceAccount `namespace/name` so far: the
+    /// requests it refused, and the rules bound to it that allowed none.
+    pub fn authorization_report(&self, namespace: &str, name: &str) -> AuthorizationReport {
+        let state = self.lock();
+        let account = ServiceAccount {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+        };
+        state.authz.report(&state.store, &account)
     }
 
     /// Serves this API server over plain HTTP/1.1 on `listener`, until the

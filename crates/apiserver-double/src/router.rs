@@ -16,7 +16,7 @@ use super::request::{
     text_json_response, text_response,
 };
 use super::resources::ResourceDef;
-use super::{ApiServer, ResponseBody, discovery, openapi, verbs, watch};
+use super::{ApiServer, ResponseBody, authz, discovery, openapi, verbs, watch};
 
 pub async fn handle(server: &ApiServer, request: Request<Bytes>) -> Response<ResponseBody> {
     let (parts, body) = request.into_parts();
@@ -31,6 +31,21 @@ pub async fn handle(server: &ApiServer, request: Request<Bytes>) -> Response<Res
             .to_string()
     };
     let accept = header(http::header::ACCEPT);
+    let account = {
+        let state = server.lock();
+        let authorization = parts
+            .headers
+            .get(http::header::AUTHORIZATION)
+            .map(|v| v.to_str().unwrap_or_default());
+        state.authz.authenticate(&state.store, authorization)
+    };
+    let account = match account {
+        Ok(account) => account,
+        Err(e) => return error_response(&e),
+    };
+    // Version, health and discovery are open to every authenticated caller,
+    // as kube-apiserver's system:discovery and system:public-info-viewer
+    // roles make them.
     match path.trim_end_matches('/') {
         "/version" => {
             let (major, minor) = &server.inner.kubernetes_version;
@@ -56,6 +71,19 @@ pub async fn handle(server: &ApiServer, request: Request<Bytes>) -> Response<Res
     let Some(route) = route else {
         return error_response(&ApiError::no_route());
     };
+    if let Some(account) = &account {
+        let watch = params.get("watch").is_some_and(|w| w == "true" || w == "1");
+        let verb = authz::verb(&parts.method, route.name.is_some(), watch);
+        let list_name = params
+            .get("fieldSelector")
+            .and_then(|s| s.strip_prefix("metadata.name="))
+            .filter(|name| !name.contains(','));
+        let mut state = server.lock();
+        let super::State { store, authz, .. } = &mut *state;
+        if let Err(e) = authz.authorize(store, account, verb, &route, list_name) {
+            return error_response(&e);
+        }
+    }
     let context = Context {
         method: parts.method.clone(),
         shape: Shape::from_accept(&accept, &params),

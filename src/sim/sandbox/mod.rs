@@ -48,7 +48,7 @@ use crate::controllers::interruption::instance_status::InstanceStatusPolling;
 use crate::controllers::provisioning::{BatchWindows, ProvisioningSettings};
 use crate::controllers::recorder::Recorder;
 use crate::extensions::Extensions;
-use crate::operator::{Endpoints, Operator, OperatorSettings};
+use crate::operator::{Endpoints, LeaseSettings, Operator, OperatorSettings};
 use apiserver_double::ApiServer;
 
 pub use apply::{Applied, ApplyError};
@@ -103,6 +103,23 @@ pub struct SandboxSettings {
     pub unavailable_offerings_ttl: Duration,
     /// The SQS interruption queue the controller polls (AWS only).
     pub interruption_queue: Option<String>,
+    /// The ServiceAccount nodewright's controllers run as, with RBAC
+    /// enforced; `None`: as a cluster admin.
+    pub controller_account: Option<ControllerAccount>,
+}
+
+/// The identity nodewright's controllers run under in the sandbox, as the
+/// chart's Deployment runs them: a ServiceAccount among the applied
+/// manifests, whose bound ClusterRoles and Roles authorize every request
+/// they make, and leader election on a Lease in its namespace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ControllerAccount {
+    /// The ServiceAccount's namespace (the release's namespace).
+    pub namespace: String,
+    /// The ServiceAccount's name.
+    pub name: String,
+    /// The leader-election Lease, in the same namespace.
+    pub lease: String,
 }
 
 impl Default for SandboxSettings {
@@ -123,6 +140,7 @@ impl Default for SandboxSettings {
             batch: BatchWindows::default(),
             unavailable_offerings_ttl: crate::cloudprovider::UNAVAILABLE_OFFERINGS_TTL,
             interruption_queue: None,
+            controller_account: None,
         }
     }
 }
@@ -164,6 +182,16 @@ pub enum SandboxError {
     /// A manifest could not be read or was refused.
     #[error(transparent)]
     Apply(#[from] ApplyError),
+    /// The controllers' ServiceAccount is not among the manifests.
+    #[error(
+        "--controller-service-account {namespace}/{name}: no such ServiceAccount among the manifests; pass the chart's rendered manifests (`helm template`), which create it with its ClusterRoles, Roles and bindings"
+    )]
+    NoControllerAccount {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+    },
 }
 
 /// A running sandbox. [`Sandbox::stop`] ends every task it started and
@@ -216,6 +244,27 @@ impl Sandbox {
         for object in &applied {
             tracing::info!(kind = %object.kind, name = %object.name, from = %object.origin, "applied");
         }
+
+        let controller_client = match &settings.controller_account {
+            None => client.clone(),
+            Some(account) => {
+                let exists = applied.iter().any(|a| {
+                    a.kind == "ServiceAccount"
+                        && a.name == format!("{}/{}", account.namespace, account.name)
+                });
+                if !exists {
+                    serving.abort();
+                    let _ = serving.await;
+                    return Err(SandboxError::NoControllerAccount {
+                        namespace: account.namespace.clone(),
+                        name: account.name.clone(),
+                    });
+                }
+                server.client_with_token(
+                    &server.service_account_token(&account.namespace, &account.name),
+                )
+            }
+        };
 
         let extensions = Arc::new(Extensions::new(HostConfig::default())?);
         let unavailable = Arc::new(UnavailableOfferings::new(
@@ -281,8 +330,11 @@ impl Sandbox {
         // controller, one replica (no lease), endpoints on loopback. It
         // keeps its own view of the cluster, as the separate process it is
         // in a real cluster.
+        let leader_election = settings.controller_account.as_ref().map(|account| {
+            LeaseSettings::new(&account.namespace, &account.lease, "sandbox-controller")
+        });
         let operator = Operator {
-            client: client.clone(),
+            client: controller_client.clone(),
             instance_types: instance_types.clone(),
             cloud: Some(cloud.clone()),
             node_classes,
@@ -293,7 +345,7 @@ impl Sandbox {
                     batch: settings.batch,
                     ..ProvisioningSettings::default()
                 },
-                leader_election: None,
+                leader_election,
                 metrics_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
                 health_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
                 node_repair: false,
@@ -340,11 +392,18 @@ impl Sandbox {
             interruptions::Injector {
                 client: client.clone(),
                 state: state.clone(),
+                // The controller's own handler, writing as the controller.
                 handler: crate::controllers::interruption::InterruptionHandler::new(
-                    client.clone(),
+                    controller_client.clone(),
                     state.clone(),
                     instance_types.clone(),
-                    recorder("nodewright"),
+                    Recorder::new(
+                        controller_client.clone(),
+                        Reporter {
+                            controller: "nodewright".to_string(),
+                            instance: None,
+                        },
+                    ),
                 ),
                 recorder: recorder("sandbox"),
             }

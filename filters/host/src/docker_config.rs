@@ -14,9 +14,21 @@ use crate::RegistryCredentials;
 /// silently: an entry that cannot be used is an error naming it.
 #[derive(Debug, thiserror::Error)]
 pub enum DockerConfigError {
-    /// Not JSON of the expected shape.
-    #[error("the registry config is not a Docker config.json: {0}")]
-    Parse(#[from] serde_json::Error),
+    /// Not JSON of the expected shape. Only where and what kind of fault
+    /// is kept: serde's own message quotes the value it met, which may be a
+    /// password or an `auth` string.
+    #[error(
+        "the registry config is not a Docker config.json: {what} at line {line}, column {column} (\"auths\" maps each registry to an object with \"auth\", or \"username\" and \"password\")"
+    )]
+    Parse {
+        /// The kind of fault: syntax, a value of the wrong type, the input
+        /// ending early.
+        what: &'static str,
+        /// Line of the fault, from 1.
+        line: usize,
+        /// Column of the fault, from 1.
+        column: usize,
+    },
     /// Credentials come from a helper program, which the controller does
     /// not run.
     #[error(
@@ -65,7 +77,17 @@ struct AuthEntry {
 pub fn credentials_from_docker_config(
     text: &str,
 ) -> Result<Vec<RegistryCredentials>, DockerConfigError> {
-    let config: DockerConfig = serde_json::from_str(text)?;
+    let config: DockerConfig =
+        serde_json::from_str(text).map_err(|e| DockerConfigError::Parse {
+            what: match e.classify() {
+                serde_json::error::Category::Io => "a read error",
+                serde_json::error::Category::Syntax => "a JSON syntax error",
+                serde_json::error::Category::Data => "a value of the wrong type",
+                serde_json::error::Category::Eof => "the end of the text, too early",
+            },
+            line: e.line(),
+            column: e.column(),
+        })?;
     if config.creds_store.as_deref().is_some_and(|s| !s.is_empty()) {
         return Err(DockerConfigError::CredentialHelper {
             field: "credsStore",
@@ -167,7 +189,27 @@ mod tests {
         assert!(empty.to_string().contains("no credentials"), "{empty}");
         assert!(matches!(
             credentials_from_docker_config("not json"),
-            Err(DockerConfigError::Parse(_))
+            Err(DockerConfigError::Parse { .. })
         ));
+    }
+
+    #[test]
+    fn a_malformed_config_is_reported_without_the_values_in_it() {
+        // An `auth` string where an object belongs, a password of the wrong
+        // type next to a syntax fault: serde's own message would quote them.
+        for text in [
+            r#"{"auths": {"ghcr.io": "cm9ib3Q6aHVudGVyMg=="}}"#,
+            r#"{"auths": {"ghcr.io": {"username": "robot", "password": "hunter2", "auth": 7}}}"#,
+            r#"{"auths": {"ghcr.io": {"username": "robot", "password": "hunter2"}} hunter2"#,
+            r#"{"auths": "hunter2"}"#,
+        ] {
+            let err = credentials_from_docker_config(text).unwrap_err();
+            let shown = err.to_string();
+            assert!(matches!(err, DockerConfigError::Parse { .. }), "{shown}");
+            assert!(shown.contains("line 1, column"), "{shown}");
+            for secret in ["cm9ib3Q6aHVudGVyMg==", "hunter2", "robot"] {
+                assert!(!shown.contains(secret), "{secret} in {shown:?}");
+            }
+        }
     }
 }

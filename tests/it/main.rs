@@ -21,6 +21,7 @@ mod instance_profile_gc;
 mod instance_status;
 mod interruption;
 mod kubectl;
+mod log_hygiene;
 mod moto;
 mod node_repair;
 mod node_termination;

@@ -12,11 +12,27 @@ use toml::{Table, Value};
 
 use super::{BootstrapInput, UserDataError};
 
+/// Where the document fails to parse and why, without the excerpt of the
+/// document that `toml`'s own `Display` prints: user data may hold secrets,
+/// and this message reaches logs, events and conditions.
+fn toml_fault(text: &str, error: &toml::de::Error) -> String {
+    let message = error.message().trim().replace('\n', "; ");
+    match error.span() {
+        Some(span) => {
+            let before = text.get(..span.start).unwrap_or(text);
+            let line = before.matches('\n').count() + 1;
+            let column = before.rsplit('\n').next().unwrap_or("").chars().count() + 1;
+            format!("line {line}, column {column}: {message}")
+        }
+        None => message,
+    }
+}
+
 pub fn render(input: &BootstrapInput<'_>) -> Result<String, UserDataError> {
     let mut document: Table = match input.custom.filter(|c| !c.trim().is_empty()) {
         Some(custom) => custom
             .parse::<Table>()
-            .map_err(|e| UserDataError::Toml(e.to_string().trim().to_string()))?,
+            .map_err(|e| UserDataError::Toml(toml_fault(custom, &e)))?,
         None => Table::new(),
     };
     let settings = table_at(&mut document, "settings", "settings")?;

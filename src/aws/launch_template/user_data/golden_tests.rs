@@ -308,6 +308,19 @@ fn bad_user_data_names_the_field() {
             .starts_with("spec.userData is not valid TOML"),
         "{toml}"
     );
+    // The fault is placed by line and column; no excerpt of the document
+    // (which may hold a secret) is quoted.
+    let secret = render(&input(
+        AMIFamily::Bottlerocket,
+        "[settings.kubernetes]\nbootstrap-token = s3cret-token\n",
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(
+        secret.starts_with("spec.userData is not valid TOML for Bottlerocket: line 2, column"),
+        "{secret}"
+    );
+    assert!(!secret.contains("s3cret"), "{secret}");
     let kind = render(&input(AMIFamily::Bottlerocket, "settings = 1")).unwrap_err();
     assert_eq!(
         kind.to_string(),

@@ -147,7 +147,9 @@ fn split_headers(text: &str) -> (&str, &str) {
 
 fn parse_headers(head: &str) -> Result<Vec<(String, String)>, UserDataError> {
     let mut headers: Vec<(String, String)> = Vec::new();
-    for line in head.lines() {
+    // Errors name a line by its number, never by its text: user data may
+    // hold secrets, and these messages reach logs, events and conditions.
+    for (number, line) in head.lines().enumerate().map(|(i, l)| (i + 1, l)) {
         if line.starts_with([' ', '\t']) {
             // A folded continuation of the previous header.
             match headers.last_mut() {
@@ -157,14 +159,16 @@ fn parse_headers(head: &str) -> Result<Vec<(String, String)>, UserDataError> {
                 }
                 None => {
                     return Err(UserDataError::Mime(format!(
-                        "header line {line:?} continues no header"
+                        "line {number} of a header block is indented but continues no header"
                     )));
                 }
             }
             continue;
         }
         let (name, value) = line.split_once(':').ok_or_else(|| {
-            UserDataError::Mime(format!("{line:?} is not a \"Name: value\" header"))
+            UserDataError::Mime(format!(
+                "line {number} of a header block is not a \"Name: value\" header (an empty line must separate a part's headers from its content)"
+            ))
         })?;
         headers.push((name.trim().to_string(), value.trim().to_string()));
     }
@@ -238,5 +242,23 @@ mod tests {
             matches!(parse(no_boundary), Err(UserDataError::Mime(m)) if m.contains("boundary"))
         );
         assert!(serialize(&[Part::new(SHELL_SCRIPT, "echo\n--//\n")]).is_err());
+    }
+
+    #[test]
+    fn header_errors_name_the_line_by_number_not_by_its_text() {
+        // A part whose headers run into its script: the script's lines are
+        // read as headers, and may hold secrets.
+        let text = "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"B\"\n\n--B\nContent-Type: text/x-shellscript\necho s3cret-token | login\n--B--\n";
+        let Err(UserDataError::Mime(message)) = parse(text) else {
+            panic!("accepted");
+        };
+        assert!(message.contains("line 2 of a header block"), "{message}");
+        assert!(!message.contains("s3cret"), "{message}");
+        let folded = "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"B\"\n\n--B\n  s3cret-token\n\necho\n--B--\n";
+        let Err(UserDataError::Mime(message)) = parse(folded) else {
+            panic!("accepted");
+        };
+        assert!(message.contains("line 1 of a header block"), "{message}");
+        assert!(!message.contains("s3cret"), "{message}");
     }
 }

@@ -103,10 +103,15 @@ fn random_pattern() -> Vec<u8> {
 }
 
 /// Memory limiter that remembers whether it refused a growth, so the host
-/// can tell memory exhaustion apart from other traps.
+/// can tell memory exhaustion apart from other traps. The cap is on the
+/// total of every linear memory of the call: a component may hold several
+/// core modules, each with its own memory, and wasmtime's `StoreLimits`
+/// caps each memory on its own.
 pub(crate) struct Limiter {
     inner: StoreLimits,
     pub(crate) memory_limit: usize,
+    /// Bytes of all linear memories of the call so far.
+    total: usize,
     pub(crate) exceeded: bool,
 }
 
@@ -120,6 +125,7 @@ impl Limiter {
                 .memories(8)
                 .build(),
             memory_limit,
+            total: 0,
             exceeded: false,
         }
     }
@@ -137,7 +143,11 @@ impl ResourceLimiter for Limiter {
         desired: usize,
         maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        if self.inner.memory_growing(current, desired, maximum)? {
+        // Memories only grow within a store, and `current` is what this
+        // memory was counted at before.
+        let total = self.total.saturating_sub(current).saturating_add(desired);
+        if total <= self.memory_limit && self.inner.memory_growing(current, desired, maximum)? {
+            self.total = total;
             Ok(true)
         } else {
             self.exceeded = true;
@@ -236,5 +246,26 @@ impl host_iface::Host for CallState {
         }
         self.log_bytes += line.len();
         self.logs.push((level, line));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_memory_cap_is_on_the_total_of_all_memories() {
+        const MIB: usize = 1 << 20;
+        let mut limiter = Limiter::new(64 * MIB);
+        // Two memories of 40 MiB: each under the cap, together over it.
+        assert!(limiter.memory_growing(0, 40 * MIB, None).unwrap());
+        assert!(limiter.memory_growing(0, 40 * MIB, None).is_err());
+        assert!(limiter.exceeded);
+        // Growing the first memory counts only the growth.
+        let mut limiter = Limiter::new(64 * MIB);
+        assert!(limiter.memory_growing(0, 16 * MIB, None).unwrap());
+        assert!(limiter.memory_growing(16 * MIB, 48 * MIB, None).unwrap());
+        assert!(limiter.memory_growing(0, 16 * MIB, None).unwrap());
+        assert!(limiter.memory_growing(0, 64 * 1024, None).is_err());
     }
 }

@@ -173,3 +173,67 @@ fn load_limits() -> nodewright_host::Limits {
         ..nodewright_host::Limits::default()
     }
 }
+
+/// Top-level sections of a component: (id, content).
+fn sections(bytes: &[u8]) -> Vec<(u8, &[u8])> {
+    fn leb(bytes: &[u8], i: &mut usize) -> usize {
+        let (mut value, mut shift) = (0usize, 0);
+        loop {
+            let byte = bytes[*i];
+            *i += 1;
+            value |= usize::from(byte & 0x7f) << shift;
+            shift += 7;
+            if byte < 0x80 {
+                return value;
+            }
+        }
+    }
+    let mut out = Vec::new();
+    let mut i = 8;
+    while i < bytes.len() {
+        let id = bytes[i];
+        i += 1;
+        let len = leb(bytes, &mut i);
+        out.push((id, &bytes[i..i + len]));
+        i += len;
+    }
+    out
+}
+
+#[test]
+fn the_memory_cap_covers_all_memories_of_a_component() {
+    // The misbehaving filter with two more core modules appended, each
+    // declaring a 40 MiB memory: each is under the 64 MiB cap, together
+    // they are over it.
+    let mut bytes = std::fs::read(component("misbehaving-filter")).unwrap();
+    let existing = sections(&bytes);
+    let modules = existing.iter().filter(|(id, _)| *id == 1).count();
+    // Module indices follow the order of module sections (a wrong index
+    // would fail validation, and the load below with it).
+    // A core module whose only content is a memory of 640 pages (40 MiB).
+    let big_memory: &[u8] = b"\0asm\x01\0\0\0\x05\x04\x01\x00\x80\x05";
+    for _ in 0..2 {
+        bytes.push(1);
+        bytes.push(u8::try_from(big_memory.len()).unwrap());
+        bytes.extend_from_slice(big_memory);
+    }
+    let first = u8::try_from(modules).unwrap();
+    bytes.extend_from_slice(&[2, 7, 2, 0, first, 0, 0, first + 1, 0]);
+
+    let host = Host::new(HostConfig::default()).unwrap();
+    let module = load_bytes(&host, bytes).unwrap().with_limits(load_limits());
+    let err = bounded(&module, |m| {
+        m.filter_reported(&ctx("name-length"), &candidates())
+    })
+    .unwrap_err();
+    assert!(
+        matches!(err, CallError::MemoryExhausted { limit_bytes } if limit_bytes == 64 << 20),
+        "{err:?}"
+    );
+    // With a cap above the total the same component answers.
+    let module = module.with_limits(nodewright_host::Limits {
+        memory_bytes: 128 << 20,
+        ..load_limits()
+    });
+    still_works(&module);
+}

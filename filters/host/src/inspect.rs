@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 use wasmtime::Engine;
-use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::component::{Component, HasSelf, InstancePre, Linker};
 
 use crate::bindings::{filter, host_iface, scorer, selector};
 use crate::host::is_core_module;
@@ -104,17 +104,19 @@ pub(crate) fn inspect(engine: &Engine, bytes: &[u8], label: &str) -> Result<Insp
     })
 }
 
-/// Roles whose world type-checks against the component's exports. Imports
-/// the sandbox would refuse are stubbed here, so they do not hide the
-/// roles.
+/// Roles whose world type-checks against the component's exports. The
+/// linker has every WASI interface, so imports of filesystem and sockets
+/// resolve; other imports the sandbox would refuse (HTTP, anything unknown)
+/// are stubbed, so they do not hide the roles. Stubs are a fallback only:
+/// wasmtime stubs every item of an imported interface that the linker's
+/// instance lacks, including a resource type the interface `use`s from
+/// another (`pollable` in `wasi:clocks/monotonic-clock`), and the fresh
+/// stub no longer matches the real one — so a component importing WASI at
+/// the exact version this host defines would show no role at all.
 fn roles(engine: &Engine, component: &Component) -> Vec<Role> {
-    let mut linker: Linker<CallState> = Linker::new(engine);
-    let linked = wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
-        .and_then(|()| {
-            host_iface::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |s| s)
-        })
-        .and_then(|()| linker.define_unknown_imports_as_traps(component));
-    let Ok(pre) = linked.and_then(|()| linker.instantiate_pre(component)) else {
+    let Some(pre) = instantiate_pre(engine, component, false)
+        .or_else(|| instantiate_pre(engine, component, true))
+    else {
         return Vec::new();
     };
     let mut roles = Vec::new();
@@ -128,4 +130,20 @@ fn roles(engine: &Engine, component: &Component) -> Vec<Role> {
         roles.push(Role::PriorityScorer);
     }
     roles
+}
+
+/// The component type-checked against the sandbox's linker, with unknown
+/// imports stubbed as traps when `stub_unknown`.
+fn instantiate_pre(
+    engine: &Engine,
+    component: &Component,
+    stub_unknown: bool,
+) -> Option<InstancePre<CallState>> {
+    let mut linker: Linker<CallState> = Linker::new(engine);
+    wasmtime_wasi::p2::add_to_linker_sync(&mut linker).ok()?;
+    host_iface::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |s| s).ok()?;
+    if stub_unknown {
+        linker.define_unknown_imports_as_traps(component).ok()?;
+    }
+    linker.instantiate_pre(component).ok()
 }

@@ -237,3 +237,26 @@ fn the_memory_cap_covers_all_memories_of_a_component() {
     });
     still_works(&module);
 }
+
+#[test]
+fn inspect_sees_the_role_of_a_component_importing_the_hosts_wasi_version() {
+    // Built with the `wasip2` crate, the misbehaving filter imports WASI
+    // `@0.2.12`, the very version the host defines. The host loads it, but
+    // `inspect` once reported it as implementing no role (so not loadable):
+    // it stubbed unknown imports first, and the stub of `pollable` inside
+    // `wasi:clocks/monotonic-clock` broke the type check.
+    let host = Host::new(HostConfig::default()).unwrap();
+    let bytes = std::fs::read(component("misbehaving-filter")).unwrap();
+    let found = host.inspect(&bytes, "misbehaving-filter.wasm").unwrap();
+    assert!(
+        found
+            .imports
+            .iter()
+            .any(|i| i.name == "wasi:clocks/monotonic-clock@0.2.12"),
+        "{:?}",
+        found.imports
+    );
+    assert_eq!(found.roles, vec![Role::InstanceFilter]);
+    assert!(found.loadable(), "{found:?}");
+    assert!(try_load(&host, Role::InstanceFilter, "misbehaving-filter").is_ok());
+}

@@ -61,6 +61,11 @@
 //!   token from [`ApiServer::service_account_token`] is authorized by the
 //!   rules bound to that ServiceAccount and refused with the real 403;
 //!   requests without a token act as a cluster admin.
+//! - **Faults on demand** ([`faults`] module): a seeded plan of errors per
+//!   verb (500, 409, 429 with `Retry-After`, 504 after the write), dropped
+//!   and expired watches and slow responses, for the requests it targets
+//!   ([`ApiServerBuilder::faults`], [`ApiServer::set_faults`],
+//!   [`ApiServer::fault_counts`]).
 //!
 //! # What it does not implement
 //!
@@ -84,6 +89,7 @@ mod discovery;
 mod disruption;
 mod error;
 mod events;
+pub mod faults;
 #[cfg(test)]
 mod fixtures;
 mod gc;
@@ -120,6 +126,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use serde_json::{Value, json};
 
 pub use authz::{AuthorizationReport, Denial, RuleRef, ServiceAccount, UnusedRule};
+pub use faults::{FaultCounts, Faults};
 use resources::Registry;
 use store::Store;
 use write::WriteOptions;
@@ -149,6 +156,9 @@ struct Inner {
     version: tokio::sync::watch::Sender<u64>,
     kubernetes_version: (String, String),
     bookmark_interval: Duration,
+    /// The fault plan in force; its own lock, so drawing a fault never
+    /// waits on the objects.
+    faults: Mutex<faults::Injector>,
 }
 
 /// The API server double. Clones share the same objects.
@@ -166,6 +176,7 @@ pub struct ApiServerBuilder {
     options: Options,
     /// CRDs installed at start, as JSON objects.
     crds: Vec<Value>,
+    faults: Faults,
 }
 
 impl ApiServerBuilder {
@@ -204,6 +215,13 @@ impl ApiServerBuilder {
         self
     }
 
+    /// The faults the server injects from the start (default none); see
+    /// [`faults`] and [`ApiServer::set_faults`].
+    pub fn faults(mut self, faults: Faults) -> Self {
+        self.faults = faults;
+        self
+    }
+
     /// CustomResourceDefinitions installed when the server starts (default
     /// none), so that a caller's custom resources are served from the first
     /// request: the double knows no API of its own beyond the built-in kinds.
@@ -238,6 +256,7 @@ impl ApiServerBuilder {
                 version,
                 kubernetes_version: (self.major, self.minor),
                 bookmark_interval: self.options.bookmark_interval,
+                faults: Mutex::new(faults::Injector::new(self.faults)),
             }),
         }
     }
@@ -284,6 +303,7 @@ impl ApiServer {
             minor: "34".into(),
             history: 20_000,
             crds: Vec::new(),
+            faults: Faults::default(),
             options: Options {
                 validate_custom_resources: true,
                 workload_controllers: true,
@@ -426,6 +446,23 @@ impl ApiServer {
             .list(&def.storage, None)
             .map(|o| request::output(&def, o))
             .collect()
+    }
+
+    /// Puts a fault plan in force from the next request on (watches already
+    /// open keep the plan they started with); `Faults::default()` stops
+    /// injecting. The counts go on.
+    pub fn set_faults(&self, faults: Faults) {
+        self.faults().set(faults);
+    }
+
+    /// The faults injected since the server started.
+    pub fn fault_counts(&self) -> FaultCounts {
+        self.faults().counts()
+    }
+
+    fn faults(&self) -> MutexGuard<'_, faults::Injector> {
+        // Plain counters and a generator: consistent after a panic.
+        self.inner.faults.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {

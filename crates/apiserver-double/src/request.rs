@@ -119,8 +119,22 @@ pub fn json_response(status: StatusCode, value: &Value) -> Response<ResponseBody
     json_response_with_type(status, value, "application/json")
 }
 
+/// A Status response; one asking the client to wait (`retryAfterSeconds`)
+/// also carries the `Retry-After` header, as kube-apiserver writes it.
 pub fn error_response(error: &ApiError) -> Response<ResponseBody> {
-    json_response(error.status, &error.to_status())
+    let mut response = json_response(error.status, &error.to_status());
+    let retry_after = error
+        .details
+        .as_ref()
+        .and_then(|d| d.get("retryAfterSeconds"))
+        .and_then(Value::as_u64)
+        .filter(|seconds| *seconds > 0);
+    if let Some(seconds) = retry_after {
+        response
+            .headers_mut()
+            .insert(http::header::RETRY_AFTER, http::HeaderValue::from(seconds));
+    }
+    response
 }
 
 pub fn text_response(status: StatusCode, text: &str) -> Response<ResponseBody> {

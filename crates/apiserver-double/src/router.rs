@@ -1,7 +1,8 @@
 //! HTTP routing: which path and verb go where. `/version` and the health
 //! endpoints, discovery and OpenAPI, watches, lists, and each verb and
 //! subresource of a resource, dispatched to the verbs; writes settle the
-//! control loops and wake watches.
+//! control loops and wake watches. Targeted requests meet the fault plan
+//! ([`faults`]) after authorization.
 
 use std::sync::Arc;
 
@@ -16,7 +17,7 @@ use super::request::{
     text_json_response, text_response,
 };
 use super::resources::ResourceDef;
-use super::{ApiServer, ResponseBody, authz, discovery, openapi, verbs, watch};
+use super::{ApiServer, ResponseBody, authz, discovery, faults, openapi, verbs, watch};
 
 pub async fn handle(server: &ApiServer, request: Request<Bytes>) -> Response<ResponseBody> {
     let (parts, body) = request.into_parts();
@@ -71,9 +72,9 @@ pub async fn handle(server: &ApiServer, request: Request<Bytes>) -> Response<Res
     let Some(route) = route else {
         return error_response(&ApiError::no_route());
     };
+    let watch = params.get("watch").is_some_and(|w| w == "true" || w == "1");
+    let verb = authz::verb(&parts.method, route.name.is_some(), watch);
     if let Some(account) = &account {
-        let watch = params.get("watch").is_some_and(|w| w == "true" || w == "1");
-        let verb = authz::verb(&parts.method, route.name.is_some(), watch);
         let list_name = params
             .get("fieldSelector")
             .and_then(|s| s.strip_prefix("metadata.name="))
@@ -84,6 +85,23 @@ pub async fn handle(server: &ApiServer, request: Request<Bytes>) -> Response<Res
             return error_response(&e);
         }
     }
+    // Faults come after authorization, as a real server's would: a refused
+    // request is refused whatever the load.
+    let fault = draw_fault(server, verb, account.is_some(), &route);
+    let (late_error, watch_faults) = match fault {
+        None => (None, None),
+        Some((decision, error, watch_faults)) => {
+            if !decision.delay.is_zero() {
+                tokio::time::sleep(decision.delay).await;
+            }
+            match (decision.error, error) {
+                (Some(kind), Some(error)) if !kind.after_the_request() => {
+                    return error_response(&error);
+                }
+                (_, late) => (late, watch_faults),
+            }
+        }
+    };
     let context = Context {
         method: parts.method.clone(),
         shape: Shape::from_accept(&accept, &params),
@@ -98,7 +116,7 @@ pub async fn handle(server: &ApiServer, request: Request<Bytes>) -> Response<Res
             .param("watch")
             .is_some_and(|w| w == "true" || w == "1")
     {
-        return watch::watch(server, &route, &context);
+        return watch::watch(server, &route, &context, watch_faults);
     }
     if context.method == Method::GET && route.name.is_none() && context.shape == Shape::Object {
         let state = server.lock();
@@ -107,10 +125,38 @@ pub async fn handle(server: &ApiServer, request: Request<Bytes>) -> Response<Res
             Err(e) => error_response(&e),
         };
     }
-    match dispatch(server, &route, &context) {
+    let result = dispatch(server, &route, &context);
+    // The write is applied; its answer is lost.
+    if let Some(error) = late_error {
+        return error_response(&error);
+    }
+    match result {
         Ok((status, value)) => json_response(status, &value),
         Err(e) => error_response(&e),
     }
+}
+
+/// What the fault plan does to a request of `verb` on `route`: `None` when
+/// the request is not targeted; otherwise its delay and error (with the
+/// Status it is answered with), and a watch's own faults.
+fn draw_fault(
+    server: &ApiServer,
+    verb: &str,
+    with_token: bool,
+    route: &Route,
+) -> Option<(
+    faults::Decision,
+    Option<ApiError>,
+    Option<faults::WatchFaults>,
+)> {
+    let mut injector = server.faults();
+    let verb = faults::Verb::from_rbac(verb).filter(|_| injector.targets(with_token))?;
+    let decision = injector.decide(verb);
+    let error = decision.error.map(|kind| injector.error(kind, route));
+    let watch_faults = (verb == faults::Verb::Watch)
+        .then(|| injector.watch())
+        .filter(faults::WatchFaults::active);
+    Some((decision, error, watch_faults))
 }
 
 fn serve_discovery(server: &ApiServer, path: &str, accept: &str) -> Option<Response<ResponseBody>> {

@@ -3,7 +3,8 @@
 //! resourceVersion is in the window), with selectors applied to the old
 //! and new object (an object that stops matching is `DELETED`), periodic
 //! `BOOKMARK`s, the streaming-list end bookmark, and an `ERROR` event with
-//! a 410 `Expired` Status when the history no longer reaches back.
+//! a 410 `Expired` Status when the history no longer reaches back. A fault
+//! plan may end a watch early, dropped or expired ([`crate::faults`]).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -15,6 +16,7 @@ use http_body_util::{BodyExt, StreamBody};
 use serde_json::{Value, json};
 
 use super::error::ApiError;
+use super::faults::{WatchEnd, WatchFaults};
 use super::path::Route;
 use super::request::{Context, Shape, error_response, shaped_text};
 use super::resources::ResourceDef;
@@ -92,7 +94,39 @@ impl Filter {
     }
 }
 
-pub fn watch(server: &ApiServer, route: &Route, context: &Context) -> Response<ResponseBody> {
+/// Sends `event`; false when the watch is over — the client went away, or
+/// the fault plan ended the watch after it (counted, and with a 410 Status
+/// first when it expires).
+async fn send(
+    server: &ApiServer,
+    tx: &tokio::sync::mpsc::Sender<Bytes>,
+    faults: &mut Option<WatchFaults>,
+    event: Bytes,
+    sent_up_to: u64,
+) -> bool {
+    if tx.send(event).await.is_err() {
+        return false;
+    }
+    let Some(end) = faults.as_mut().and_then(WatchFaults::after_event) else {
+        return true;
+    };
+    server.faults().ended(end);
+    if end == WatchEnd::Expire {
+        let error = ApiError::expired(format!(
+            "The resourceVersion for the provided watch is too old: {sent_up_to}"
+        ));
+        let _ = tx.send(line("ERROR", &error.to_status())).await;
+    }
+    false
+}
+
+/// Serves a watch; `faults` may end it early (see [`crate::faults`]).
+pub fn watch(
+    server: &ApiServer,
+    route: &Route,
+    context: &Context,
+    mut faults: Option<WatchFaults>,
+) -> Response<ResponseBody> {
     let selector = match Selector::from_params(&context.params) {
         Ok(selector) => selector,
         Err(e) => return error_response(&ApiError::bad_request(e)),
@@ -158,7 +192,7 @@ pub fn watch(server: &ApiServer, route: &Route, context: &Context) -> Response<R
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(256);
     tokio::spawn(async move {
         for event in first {
-            if tx.send(event).await.is_err() {
+            if !send(&server, &tx, &mut faults, event, sent_up_to).await {
                 return;
             }
         }
@@ -195,7 +229,7 @@ pub fn watch(server: &ApiServer, route: &Route, context: &Context) -> Response<R
                         return;
                     }
                     for event in events {
-                        if tx.send(event).await.is_err() {
+                        if !send(&server, &tx, &mut faults, event, sent_up_to).await {
                             return;
                         }
                     }

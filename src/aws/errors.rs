@@ -33,6 +33,12 @@ const SERVER_FAULT_CODES: &[&str] = &[
     "RequestTimeoutException",
 ];
 
+/// Whether `code` is one of the codes AWS services throttle with, the
+/// codes the SDK's standard retry strategy backs off from as throttling.
+pub fn is_throttling_code(code: &str) -> bool {
+    THROTTLING_CODES.contains(&code)
+}
+
 /// Whether an AWS failure is worth waiting out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorKind {

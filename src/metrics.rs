@@ -119,10 +119,58 @@ pub struct Metrics {
     /// `karpenter_consolidation_score{decision, nodepool, policy}`: the
     /// scores of `Balanced` pools' moves.
     pub consolidation_score: Histograms,
+    /// The extension module metrics (`nodewright_extension_*`).
+    pub extensions: ExtensionMetrics,
+}
+
+/// What extension modules did, apart from [`Metrics`] so a test can give
+/// an `Extensions` families of its own and read exact counts. Labels stay
+/// bounded: `module` is the entry's name in the EC2NodeClass, never a
+/// digest or a source text.
+#[derive(Clone)]
+pub struct ExtensionMetrics {
+    /// `nodewright_extension_calls_total{nodeclass, role, module, result}`:
+    /// calls into loaded modules, by how they ended (`ok`, `timeout`,
+    /// `memory`, `trap`, `rejected`, `malformed`, `host_error`).
+    pub calls: Counters,
+    /// `nodewright_extension_call_duration_seconds{role}`: one call, from
+    /// entering the module to its validated answer or failure.
+    pub call_duration: Histograms,
+    /// `nodewright_extension_load_failures_total{nodeclass, role, module,
+    /// reason}`: modules that could not be fetched, verified or compiled.
+    pub load_failures: Counters,
+    /// `nodewright_extension_cache_lookups_total{nodeclass, result}`:
+    /// evaluations of filters and scorers answered from the outcome cache
+    /// (`hit`) or run (`miss`).
+    pub cache_lookups: Counters,
+    /// `nodewright_extension_concurrency_wait_seconds`: how long an
+    /// evaluation waited for a turn under the concurrency cap.
+    pub concurrency_wait: Histograms,
+}
+
+impl ExtensionMetrics {
+    /// Families registered nowhere: what they count is seen only by whoever
+    /// holds them (tests, tools that must not add to the process's counts).
+    pub fn detached() -> Self {
+        ExtensionMetrics {
+            calls: Counters::default(),
+            call_duration: Histograms::new_with_constructor(call_histogram),
+            load_failures: Counters::default(),
+            cache_lookups: Counters::default(),
+            concurrency_wait: Histograms::new_with_constructor(call_histogram),
+        }
+    }
 }
 
 fn duration_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.005, 2.0, 14))
+}
+
+/// Extension calls: from 100 µs, doubling, 18 buckets (to about 13 s), so
+/// sub-millisecond calls are told apart and the longest deadline (10 s)
+/// still falls in a bucket.
+fn call_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.0001, 2.0, 18))
 }
 
 /// Karpenter's buckets for `karpenter_consolidation_score`.
@@ -207,6 +255,18 @@ impl Metrics {
         let disruption_queue_failures = counters(
             "karpenter_voluntary_disruption_queue_failures",
             "Replace commands rolled back because a replacement did not initialize",
+        );
+        let extension_calls = counters(
+            "nodewright_extension_calls",
+            "Calls into extension modules, by EC2NodeClass, role, module entry and result",
+        );
+        let extension_load_failures = counters(
+            "nodewright_extension_load_failures",
+            "Extension modules that could not be fetched, verified or compiled, by reason",
+        );
+        let extension_cache_lookups = counters(
+            "nodewright_extension_cache_lookups",
+            "Evaluations of instance filters and priority scorers answered from the outcome cache (hit) or run (miss)",
         );
         let mut gauges = |name: &str, help: &str| {
             let family = Gauges::default();
@@ -294,6 +354,16 @@ impl Metrics {
             "Scores of Balanced consolidation moves, by decision, NodePool and policy",
             score_histogram,
         );
+        let extension_call_duration = histograms(
+            "nodewright_extension_call_duration_seconds",
+            "Duration of one call into an extension module, by role",
+            call_histogram,
+        );
+        let extension_concurrency_wait = histograms(
+            "nodewright_extension_concurrency_wait_seconds",
+            "Time an extension evaluation waited for a turn under the concurrency cap",
+            call_histogram,
+        );
         build_info
             .get_or_create(&labels(&[("version", env!("CARGO_PKG_VERSION"))]))
             .set(1.0);
@@ -336,6 +406,13 @@ impl Metrics {
             interruption_queue_healthy,
             consolidation_moves,
             consolidation_score,
+            extensions: ExtensionMetrics {
+                calls: extension_calls,
+                call_duration: extension_call_duration,
+                load_failures: extension_load_failures,
+                cache_lookups: extension_cache_lookups,
+                concurrency_wait: extension_concurrency_wait,
+            },
         }
     }
 

@@ -24,21 +24,24 @@
 
 mod blocking;
 mod cache;
+mod observe;
 mod outcome;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
 use cache::{CallLimit, ModuleKey, OutcomeCache, OutcomeKey};
+use observe::Meter;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use nodewright_filter::{Ami, Verdict};
 use nodewright_host::{
-    Host, HostConfig, HostError, InstanceTypeSet, Limits, LoadedModule, ModuleRef, Role,
+    CallError, Host, HostConfig, HostError, InstanceTypeSet, Limits, LoadedModule, ModuleRef, Role,
 };
 
 use crate::apis::extensions::ExtensionMode;
 use crate::apis::{EC2NodeClass, FailurePolicy, ModuleSource, ResolvedModule};
+use crate::metrics::ExtensionMetrics;
 use crate::scheduling::{Blocked, BlockedReason, InstanceType};
 
 pub use blocking::run_blocking;
@@ -102,6 +105,8 @@ pub struct Extensions {
     /// hashing a thousand types' offerings on each call cost more than the
     /// rest of a cached call.
     fingerprints: Mutex<Vec<(Weak<Vec<InstanceType>>, u64)>>,
+    /// Where calls, load failures, cache lookups and waits are counted.
+    metrics: ExtensionMetrics,
 }
 
 /// How many instance-type lists keep their fingerprint.
@@ -123,7 +128,30 @@ impl Extensions {
             cache: OutcomeCache::new(settings.cache_entries),
             calls: CallLimit::new(settings.concurrency),
             fingerprints: Mutex::new(Vec::new()),
+            metrics: crate::metrics::metrics().extensions.clone(),
         })
+    }
+
+    /// Counts into `metrics` instead of the process's registry.
+    pub fn with_metrics(mut self, metrics: ExtensionMetrics) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    fn meter<'a>(&'a self, node_class: &'a str) -> Meter<'a> {
+        Meter {
+            metrics: &self.metrics,
+            node_class,
+        }
+    }
+
+    /// Waits for a turn under the concurrency cap; the turn ends when the
+    /// permit is dropped.
+    fn turn(&self, meter: &Meter<'_>) -> Option<tokio::sync::SemaphorePermit<'_>> {
+        let started = std::time::Instant::now();
+        let turn = self.calls.turn();
+        meter.turn_waited(started.elapsed());
+        turn
     }
 
     /// Filters and scores `instance_types` (resolved for `node_class` from
@@ -158,11 +186,14 @@ impl Extensions {
             instance_types: self.fingerprint_of(&instance_types),
             modules: ModuleKey::all(&effective),
         };
-        if let Some(hit) = self.cache.get(&key) {
+        let meter = self.meter(&class_name);
+        let cached = self.cache.get(&key);
+        meter.cache_lookup(cached.is_some());
+        if let Some(hit) = cached {
             return hit;
         }
         // Held until every module of this evaluation has run.
-        let _turn = self.calls.turn();
+        let _turn = self.turn(&meter);
         // Informational for filters and scorers; their results are cached
         // per catalog version whatever the time.
         let now = unix_now();
@@ -176,14 +207,17 @@ impl Extensions {
         for (i, module) in effective.instance_filters.iter().enumerate() {
             let field = format!("spec.extensions.instanceFilters[{i}]");
             let mut report = report_for(module, Role::InstanceFilter);
-            let result = self
-                .load(module, Role::InstanceFilter, &field, config_maps)
-                .and_then(|loaded| {
+            let result = self.run(
+                &meter,
+                module,
+                Role::InstanceFilter,
+                &field,
+                config_maps,
+                |loaded| {
                     let set = catalog.records(&outcome.instance_types);
-                    loaded
-                        .filter(&context(&module.config), &set)
-                        .map_err(|e| format!("{field} ({}): {e}", module.name))
-                });
+                    loaded.filter(&context(&module.config), &set)
+                },
+            );
             match result {
                 Ok(verdicts) if module.mode == ExtensionMode::Shadow => {
                     for (it, verdict) in outcome.instance_types.iter().zip(verdicts) {
@@ -217,14 +251,17 @@ impl Extensions {
             let module = &scorer.module;
             let field = format!("spec.extensions.priorityScorers[{i}]");
             let mut report = report_for(module, Role::PriorityScorer);
-            let result = self
-                .load(module, Role::PriorityScorer, &field, config_maps)
-                .and_then(|loaded| {
+            let result = self.run(
+                &meter,
+                module,
+                Role::PriorityScorer,
+                &field,
+                config_maps,
+                |loaded| {
                     let set = catalog.records(&outcome.instance_types);
-                    loaded
-                        .score(&context(&module.config), &set)
-                        .map_err(|e| format!("{field} ({}): {e}", module.name))
-                });
+                    loaded.score(&context(&module.config), &set)
+                },
+            );
             match result {
                 Ok(scores) => {
                     let weighted = outcome
@@ -307,16 +344,18 @@ impl Extensions {
         };
         let field = "spec.extensions.amiSelector";
         let mut report = report_for(&module, Role::AmiSelector);
+        let meter = self.meter(&class_name);
         // Held until the selector (or the default in its place) has run.
-        let _turn = self.calls.turn();
+        let _turn = self.turn(&meter);
         let context = module_context("", &class_name, region, &module.config, now);
-        let result = self
-            .load(&module, Role::AmiSelector, field, config_maps)
-            .and_then(|loaded| {
-                loaded
-                    .select(&context, &candidates)
-                    .map_err(|e| format!("{field} ({}): {e}", module.name))
-            });
+        let result = self.run(
+            &meter,
+            &module,
+            Role::AmiSelector,
+            field,
+            config_maps,
+            |loaded| loaded.select(&context, &candidates),
+        );
         let mut blocked = None;
         let order = match (module.mode, result) {
             (ExtensionMode::Enforce, Ok(order)) => {
@@ -331,7 +370,7 @@ impl Extensions {
                     }
                     // Skipped: the built-in default decides, so a skipped
                     // selector can never let a pending image through.
-                    FailurePolicy::Ignore => self.default_ami_order(&context, &candidates),
+                    FailurePolicy::Ignore => self.default_ami_order(&meter, &context, &candidates),
                 };
                 report.dropped = left_out(&candidates, &fallback);
                 report.error = Some(message);
@@ -340,7 +379,7 @@ impl Extensions {
             // Shadowed: the built-in default decides; the module's choice
             // is only reported.
             (ExtensionMode::Shadow, result) => {
-                let enforced = self.default_ami_order(&context, &candidates);
+                let enforced = self.default_ami_order(&meter, &context, &candidates);
                 match result {
                     Ok(shadow) => {
                         report.dropped = left_out(&candidates, &shadow);
@@ -368,8 +407,10 @@ impl Extensions {
 
     /// The built-in `available-amis` order with its default config, for a
     /// skipped selector; if even that fails, no image is offered.
+    /// Counted under the module name `available-amis`.
     fn default_ami_order(
         &self,
+        meter: &Meter<'_>,
         context: &nodewright_filter::Context,
         candidates: &[Ami],
     ) -> Vec<u32> {
@@ -377,25 +418,55 @@ impl Extensions {
             config: "{}".to_string(),
             ..context.clone()
         };
-        self.host
-            .load(
-                Role::AmiSelector,
-                &ModuleRef::Builtin(DEFAULT_AMI_SELECTOR.to_string()),
-                None,
-            )
-            .ok()
-            .and_then(|builtin| builtin.select(&context, candidates).ok())
-            .unwrap_or_default()
+        let role = Role::AmiSelector;
+        match self.host.load(
+            role,
+            &ModuleRef::Builtin(DEFAULT_AMI_SELECTOR.to_string()),
+            None,
+        ) {
+            Ok(builtin) => meter
+                .call(role, DEFAULT_AMI_SELECTOR, || {
+                    builtin.select(&context, candidates)
+                })
+                .unwrap_or_default(),
+            Err(e) => {
+                meter.load_failed(role, DEFAULT_AMI_SELECTOR, observe::load_reason(&e));
+                Vec::new()
+            }
+        }
     }
 
-    /// Loads one module with its own timeout, fetching ConfigMap bytes when needed.
+    /// Loads `module` and makes one `call` into it, counting the load
+    /// failure or the call's result; the error text names `field`.
+    fn run<T>(
+        &self,
+        meter: &Meter<'_>,
+        module: &ResolvedModule,
+        role: Role,
+        field: &str,
+        config_maps: &dyn ConfigMapSource,
+        call: impl FnOnce(&LoadedModule) -> Result<T, CallError>,
+    ) -> Result<T, String> {
+        let loaded = self
+            .load(module, role, field, config_maps)
+            .map_err(|(reason, message)| {
+                meter.load_failed(role, &module.name, reason);
+                message
+            })?;
+        meter
+            .call(role, &module.name, || call(&loaded))
+            .map_err(|e| format!("{field} ({}): {e}", module.name))
+    }
+
+    /// Loads one module with its own timeout, fetching ConfigMap bytes when
+    /// needed. A failure comes with its `reason` label.
     fn load(
         &self,
         module: &ResolvedModule,
         role: Role,
         field: &str,
         config_maps: &dyn ConfigMapSource,
-    ) -> Result<LoadedModule, String> {
+    ) -> Result<LoadedModule, (&'static str, String)> {
         let source = match &module.source {
             ModuleSource::Builtin(name) => ModuleRef::Builtin(name.clone()),
             ModuleSource::Path(path) => ModuleRef::Path(path.into()),
@@ -404,20 +475,22 @@ impl Extensions {
             ModuleSource::ConfigMap(cm) => {
                 let namespace = cm.namespace.as_str();
                 let found = config_maps.config_map(namespace, &cm.name).ok_or_else(|| {
-                    format!(
+                    let message = format!(
                         "{field}.configMap: ConfigMap {namespace}/{} not found",
                         cm.name
-                    )
+                    );
+                    (observe::CONFIG_MAP_NOT_FOUND, message)
                 })?;
                 let bytes = found
                     .binary_data
                     .as_ref()
                     .and_then(|data| data.get(&cm.key))
                     .ok_or_else(|| {
-                        format!(
+                        let message = format!(
                             "{field}.configMap: ConfigMap {namespace}/{} has no binaryData key {:?}",
                             cm.name, cm.key
-                        )
+                        );
+                        (observe::CONFIG_MAP_KEY_MISSING, message)
                     })?;
                 ModuleRef::Bytes {
                     label: format!("configmap/{namespace}/{}#{}", cm.name, cm.key),
@@ -432,7 +505,10 @@ impl Extensions {
         self.host
             .load(role, &source, module.sha256.as_deref())
             .map(|loaded| loaded.with_limits(limits))
-            .map_err(|e| format!("{field} ({}): {e}", module.name))
+            .map_err(|e| {
+                let message = format!("{field} ({}): {e}", module.name);
+                (observe::load_reason(&e), message)
+            })
     }
 
     /// [`fingerprint`] of `list`, computed once per list. The `Weak` held

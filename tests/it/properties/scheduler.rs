@@ -40,7 +40,11 @@ impl Rng {
 
 fn instance_type(i: usize) -> InstanceType {
     let cpu = (i + 1) as i64;
-    let arch = if i.is_multiple_of(2) { "amd64" } else { "arm64" };
+    let arch = if i.is_multiple_of(2) {
+        "amd64"
+    } else {
+        "arm64"
+    };
     let mut offerings: Vec<Offering> = ZONES
         .iter()
         .map(|z| Offering::new(z, CapacityType::OnDemand, 0.05 * cpu as f64))

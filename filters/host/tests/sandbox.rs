@@ -1,59 +1,19 @@
 //! Sandbox behaviour of the host against purpose-built misbehaving
 //! components (built from `filters/host/test-components/` on first use).
+//! `hostile.rs` and `hostile_binaries.rs` hold the rest of the hostile cases.
+
+mod support {
+    pub mod components;
+}
 
 use std::{path::PathBuf, sync::Arc, time::Duration};
 
 use nodewright_filter::{Context, Verdict};
-use nodewright_host::harness::{self, ami, it};
+use nodewright_host::harness::ami;
 use nodewright_host::{
-    CallError, Host, HostConfig, InstanceTypeSet, Limits, LoadError, LoadedModule, ModuleRef, Role,
-    sha256_hex,
+    CallError, Host, HostConfig, Limits, LoadError, ModuleRef, Role, sha256_hex,
 };
-
-fn component(name: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("test-components")
-        .join(name);
-    harness::build_component(&dir).unwrap()
-}
-
-/// Loads a test component with a deadline generous enough for an
-/// unoptimised build on a busy machine; the timeout test sets its own.
-fn load(host: &Host, role: Role, name: &str) -> LoadedModule {
-    let path = component(name);
-    let pin = sha256_hex(&std::fs::read(&path).unwrap());
-    host.load(role, &ModuleRef::Path(path), Some(&pin))
-        .unwrap()
-        .with_limits(Limits {
-            timeout: Duration::from_secs(5),
-            ..Limits::default()
-        })
-}
-
-fn ctx(mode: &str) -> Context {
-    Context {
-        config: format!(r#"{{"mode":"{mode}"}}"#),
-        ..Context::default()
-    }
-}
-
-fn candidates() -> InstanceTypeSet {
-    InstanceTypeSet::new(vec![
-        it("m7g.large").build(),
-        it("t3.micro").burstable().build(),
-        it("c7i-flex.xlarge").build(),
-    ])
-}
-
-/// After any failure, the same module and the host keep answering.
-fn still_works(module: &LoadedModule) {
-    let verdicts = module.filter(&ctx("name-length"), &candidates()).unwrap();
-    assert_eq!(verdicts[0], Verdict::Keep);
-    assert_eq!(
-        verdicts[2],
-        Verdict::drop("c7i-flex.xlarge has a long name")
-    );
-}
+use support::components::{candidates, component, ctx, load, still_works, with_deadline};
 
 #[test]
 fn well_behaved_filter_round_trips_candidates() {
@@ -337,15 +297,6 @@ fn walk(dir: &std::path::Path) -> Vec<PathBuf> {
         }
     }
     out
-}
-
-/// A module whose deadline the sleeping tests use: short, so a sleep of
-/// seconds is far past it.
-fn with_deadline(module: LoadedModule, timeout: Duration) -> LoadedModule {
-    module.with_limits(Limits {
-        timeout,
-        ..Limits::default()
-    })
 }
 
 fn sleep_ctx(seconds: u64) -> Context {

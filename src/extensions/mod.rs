@@ -207,16 +207,15 @@ impl Extensions {
         for (i, module) in effective.instance_filters.iter().enumerate() {
             let field = format!("spec.extensions.instanceFilters[{i}]");
             let mut report = report_for(module, Role::InstanceFilter);
+            // Built before the call, so the call's duration is the module's.
+            let set = catalog.records(&outcome.instance_types);
             let result = self.run(
                 &meter,
                 module,
                 Role::InstanceFilter,
                 &field,
                 config_maps,
-                |loaded| {
-                    let set = catalog.records(&outcome.instance_types);
-                    loaded.filter(&context(&module.config), &set)
-                },
+                |loaded| loaded.filter(&context(&module.config), &set),
             );
             match result {
                 Ok(verdicts) if module.mode == ExtensionMode::Shadow => {
@@ -251,16 +250,15 @@ impl Extensions {
             let module = &scorer.module;
             let field = format!("spec.extensions.priorityScorers[{i}]");
             let mut report = report_for(module, Role::PriorityScorer);
+            // Built before the call, so the call's duration is the module's.
+            let set = catalog.records(&outcome.instance_types);
             let result = self.run(
                 &meter,
                 module,
                 Role::PriorityScorer,
                 &field,
                 config_maps,
-                |loaded| {
-                    let set = catalog.records(&outcome.instance_types);
-                    loaded.score(&context(&module.config), &set)
-                },
+                |loaded| loaded.score(&context(&module.config), &set),
             );
             match result {
                 Ok(scores) => {

@@ -248,3 +248,30 @@ fn a_failed_selector_and_the_default_in_its_place_are_both_counted() {
     assert_eq!(durations(&metrics, "ami-selector"), 2);
     assert_eq!(waits(&metrics), 1);
 }
+
+#[test]
+fn the_controller_counts_into_the_process_registry() {
+    // A class of its own: other tests count into the same registry.
+    let class = node_class("counted-by-the-process", json!({}));
+    let extensions = Extensions::new(HostConfig::default()).unwrap();
+    extensions.apply(&class, "general", &Names, types(), &Vec::new());
+    let registry = &crate::metrics::metrics().extensions;
+    let series = |pairs: &[(&str, &str)]| {
+        let mut all = vec![("nodeclass", "counted-by-the-process")];
+        all.extend_from_slice(pairs);
+        labels(&all)
+    };
+    let miss = series(&[("result", "miss")]);
+    assert_eq!(registry.cache_lookups.get(&miss).map(|c| c.get()), Some(1));
+    let call = series(&[
+        ("role", "priority-scorer"),
+        ("module", "flex-first"),
+        ("result", "ok"),
+    ]);
+    assert_eq!(registry.calls.get(&call).map(|c| c.get()), Some(1));
+    let text = crate::metrics::metrics().render();
+    assert!(
+        text.contains("nodewright_extension_call_duration_seconds_count{role=\"priority-scorer\"}"),
+        "{text}"
+    );
+}

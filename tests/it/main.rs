@@ -36,6 +36,7 @@ mod provisioning;
 mod reference;
 mod sandbox;
 mod sandbox_aws;
+mod sandbox_aws_faults;
 mod sandbox_aws_iam;
 mod sandbox_disruption;
 mod sandbox_interruption;

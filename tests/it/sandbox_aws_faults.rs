@@ -1,0 +1,378 @@
+//! `nodewright sandbox --cloud-provider aws` against moto behind the
+//! fault-injecting proxy ([`crate::aws_proxy::FaultPlan`]): a share of the
+//! controller's AWS calls is throttled in each service's own error shape
+//! and another share fails with a 500. The same scale-up runs fault-free,
+//! at 20 % throttling + 5 % errors and at 50 % + 10 % (fixed seeds); each
+//! ends with every pod Running, every instance moto runs for the cluster
+//! owned by a NodeClaim and every NodeClaim's instance running, and no
+//! instance left once the sandbox stops. The times to Running are printed
+//! (`--nocapture`) and reported in docs/reliability.md. A deleted
+//! NodeClaim and an interruption are then replayed under faults.
+//!
+//! The tests of this module run one at a time, so that their times are
+//! not those of two sandboxes sharing the machine.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use aws_sdk_ec2::types::{Filter, InstanceStateName};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, ListParams};
+use nodewright::apis::NodeClaim;
+use nodewright::aws::clients::{AwsClients, AwsSettings};
+use nodewright::controllers::provisioning::BatchWindows;
+use nodewright::sim::sandbox::{CloudChoice, Sandbox, SandboxSettings};
+
+use crate::aws_proxy::{AwsProxy, FaultPlan, Tally, start_with_faults, unchanged};
+use crate::moto::{moto, moto_clients};
+use crate::sandbox_aws::network;
+
+/// How long any one wait may take: far above what a run needs (the
+/// figures are in docs/reliability.md), as builds may share the 2 cores.
+const LIMIT: Duration = Duration::from_secs(300);
+/// Pods of the Deployment; one per m5.large (each asks for a whole CPU).
+const REPLICAS: usize = 3;
+
+/// One test of this module at a time.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn manifests(label: &str) -> String {
+    format!(
+        r#"
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {{name: general}}
+spec:
+  disruption: {{consolidateAfter: Never}}
+  template:
+    spec:
+      nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
+      requirements:
+      - {{key: node.kubernetes.io/instance-type, operator: In, values: [m5.large]}}
+      - {{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}}
+---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {{name: default}}
+spec:
+  role: {label}-role
+  amiFamily: AL2023
+  amiSelectorTerms: [{{tags: {{team: {label}}}}}]
+  subnetSelectorTerms: [{{tags: {{discovery: {label}}}}}]
+  securityGroupSelectorTerms: [{{tags: {{discovery: {label}}}}}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: web}}
+spec:
+  replicas: {REPLICAS}
+  selector: {{matchLabels: {{app: web}}}}
+  template:
+    metadata: {{labels: {{app: web}}}}
+    spec:
+      containers:
+      - name: app
+        image: public.ecr.aws/nginx/nginx:1.27
+        resources: {{requests: {{cpu: "1", memory: 1Gi}}}}
+"#
+    )
+}
+
+/// A sandbox on moto behind a proxy failing calls as its plan says.
+struct Scenario {
+    label: String,
+    sandbox: Sandbox,
+    proxy: AwsProxy,
+    plan: Arc<FaultPlan>,
+    /// Straight to moto, never faulted: what the test checks with.
+    clients: AwsClients,
+    queue_url: String,
+    dir: PathBuf,
+    started: Instant,
+}
+
+impl Scenario {
+    async fn start(label: &str, plan: Arc<FaultPlan>) -> Scenario {
+        if std::env::var_os("NODEWRIGHT_TEST_LOG").is_some() {
+            nodewright::sim::sandbox::log::init(nodewright::sim::sandbox::log::LogFormat::Text);
+        }
+        let clients = moto_clients().await;
+        network(&clients, label, &format!("{label}-role")).await;
+        let queue_url = clients
+            .sqs
+            .create_queue()
+            .queue_name(label)
+            .send()
+            .await
+            .unwrap()
+            .queue_url
+            .unwrap();
+        let proxy = start_with_faults(&moto().endpoint, unchanged(), Some(plan.clone())).await;
+        let dir = std::env::temp_dir().join(format!("nodewright-{label}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("all.yaml"), manifests(label)).unwrap();
+        let started = Instant::now();
+        let sandbox = Sandbox::start(
+            SandboxSettings {
+                manifests: vec![dir.clone()],
+                cloud: CloudChoice::Aws,
+                cluster_name: label.to_string(),
+                aws: AwsSettings {
+                    region: None,
+                    endpoint_url: Some(proxy.endpoint.clone()),
+                    credentials: Some(aws_sdk_ec2::config::Credentials::new(
+                        "testing", "testing", None, None, "moto",
+                    )),
+                },
+                kubelet_poll: Duration::from_millis(200),
+                interruption_queue: Some(label.to_string()),
+                batch: BatchWindows {
+                    idle: Duration::from_millis(100),
+                    max: Duration::from_secs(1),
+                },
+                ..SandboxSettings::default()
+            }
+            .with_register_delay(Duration::ZERO),
+        )
+        .await
+        .unwrap();
+        Scenario {
+            label: label.to_string(),
+            sandbox,
+            proxy,
+            plan,
+            clients,
+            queue_url,
+            dir,
+            started,
+        }
+    }
+
+    fn client(&self) -> kube::Client {
+        self.sandbox.client()
+    }
+
+    /// Waits for `REPLICAS` web pods Running, none on a node in `not_on`;
+    /// the time since start when the first and when the last ran, and
+    /// their nodes.
+    async fn running(&self, not_on: &BTreeSet<String>) -> (Duration, Duration, BTreeSet<String>) {
+        let pods: Api<Pod> = Api::namespaced(self.client(), "default");
+        let deadline = Instant::now() + LIMIT;
+        let mut first = None;
+        loop {
+            if let Ok(list) = pods.list(&ListParams::default().labels("app=web")).await {
+                let running: BTreeSet<String> = list
+                    .items
+                    .iter()
+                    .filter(|p| {
+                        p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+                    })
+                    .filter_map(|p| p.spec.as_ref()?.node_name.clone())
+                    .filter(|node| !not_on.contains(node))
+                    .collect();
+                let count = list
+                    .items
+                    .iter()
+                    .filter(|p| {
+                        p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+                            && p.spec
+                                .as_ref()
+                                .and_then(|s| s.node_name.as_ref())
+                                .is_some_and(|n| !not_on.contains(n))
+                    })
+                    .count();
+                if count > 0 && first.is_none() {
+                    first = Some(self.started.elapsed());
+                }
+                if list.items.len() == REPLICAS && count == REPLICAS {
+                    let all = self.started.elapsed();
+                    return (first.unwrap_or(all), all, running);
+                }
+            }
+            if Instant::now() >= deadline {
+                panic!(
+                    "{}: timed out waiting for {REPLICAS} web pods Running; the cluster:\n{}",
+                    self.label,
+                    crate::fixture::cluster_dump(&self.client()).await
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    /// The instances moto runs for the cluster (pending or running).
+    async fn instances(&self) -> BTreeSet<String> {
+        instances(&self.clients, &self.label).await
+    }
+
+    /// Waits until the instances moto runs for the cluster are exactly
+    /// those of the NodeClaims not being deleted, each launched: no
+    /// instance without its NodeClaim, no NodeClaim without its instance.
+    async fn settled(&self) {
+        let claims: Api<NodeClaim> = Api::all(self.client());
+        let deadline = Instant::now() + LIMIT;
+        loop {
+            let list = claims.list(&ListParams::default()).await.unwrap().items;
+            let owned: BTreeSet<String> = list
+                .iter()
+                .filter(|c| c.metadata.deletion_timestamp.is_none())
+                .filter_map(|c| c.status.as_ref()?.provider_id.clone())
+                .filter_map(|id| id.rsplit('/').next().map(str::to_string))
+                .collect();
+            let instances = self.instances().await;
+            if owned.len() == list.len() && owned == instances {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{}: NodeClaims and instances never matched: {} NodeClaims, instances of NodeClaims {owned:?}, instances in moto {instances:?}",
+                self.label,
+                list.len()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Stops the sandbox, checks that no instance of the cluster is left
+    /// in moto and returns what the faults came to.
+    async fn stop(self) -> Tally {
+        self.sandbox.stop().await;
+        let left = instances(&self.clients, &self.label).await;
+        assert!(left.is_empty(), "{}: left running: {left:?}", self.label);
+        let _ = std::fs::remove_dir_all(&self.dir);
+        drop(self.proxy);
+        self.plan.total()
+    }
+}
+
+/// The instances moto runs for cluster `label` (pending or running).
+async fn instances(clients: &AwsClients, label: &str) -> BTreeSet<String> {
+    let described = clients
+        .ec2
+        .describe_instances()
+        .filters(
+            Filter::builder()
+                .name("tag:eks:eks-cluster-name")
+                .values(label)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    described
+        .reservations()
+        .iter()
+        .flat_map(|r| r.instances())
+        .filter(|i| {
+            matches!(
+                i.state().and_then(|s| s.name()),
+                Some(InstanceStateName::Pending | InstanceStateName::Running)
+            )
+        })
+        .filter_map(|i| i.instance_id().map(str::to_string))
+        .collect()
+}
+
+/// One scale-up; its times to the first and to every pod Running.
+async fn scale_up(label: &str, plan: Arc<FaultPlan>) -> (Duration, Duration, Tally) {
+    let scenario = Scenario::start(label, plan).await;
+    let (first, all, _) = scenario.running(&BTreeSet::new()).await;
+    scenario.settled().await;
+    let tally = scenario.stop().await;
+    eprintln!(
+        "{label}: first pod Running after {:.1} s, all {REPLICAS} after {:.1} s; calls: {} forwarded, {} throttled, {} failed",
+        first.as_secs_f64(),
+        all.as_secs_f64(),
+        tally.forwarded,
+        tally.throttled,
+        tally.failed,
+    );
+    (first, all, tally)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scale_up_completes_under_throttling_and_server_errors() {
+    let _serial = SERIAL.lock().await;
+    let (_, free, tally) = scale_up("faults-none", FaultPlan::new(1, 0.0, 0.0)).await;
+    assert_eq!((tally.throttled, tally.failed), (0, 0));
+    for (label, seed, throttle, error) in [
+        ("faults-20-5", 2025, 0.20, 0.05),
+        ("faults-50-10", 5010, 0.50, 0.10),
+    ] {
+        let (_, all, tally) = scale_up(label, FaultPlan::new(seed, throttle, error)).await;
+        assert!(
+            tally.throttled > 0 && tally.failed > 0,
+            "{label}: the plan never failed a call: {tally:?}"
+        );
+        eprintln!(
+            "{label}: {:.1}× the fault-free time to every pod Running",
+            all.as_secs_f64() / free.as_secs_f64()
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_nodeclaim_and_an_interruption_recover_under_faults() {
+    let _serial = SERIAL.lock().await;
+    let scenario = Scenario::start("faults-disrupt", FaultPlan::new(77, 0.20, 0.05)).await;
+    scenario.running(&BTreeSet::new()).await;
+    scenario.settled().await;
+    let claims: Api<NodeClaim> = Api::all(scenario.client());
+
+    // A NodeClaim deleted by hand: its instance goes, its pod runs again.
+    let list = claims.list(&ListParams::default()).await.unwrap().items;
+    let deleted = list[0].clone();
+    let deleted_node = deleted.status.as_ref().and_then(|s| s.node_name.clone());
+    claims
+        .delete(
+            deleted.metadata.name.as_deref().unwrap(),
+            &DeleteParams::default(),
+        )
+        .await
+        .unwrap();
+    let gone: BTreeSet<String> = deleted_node.into_iter().collect();
+    scenario.running(&gone).await;
+    scenario.settled().await;
+
+    // An instance stopping, as EventBridge says through the queue.
+    let list = claims.list(&ListParams::default()).await.unwrap().items;
+    let stopping = list
+        .iter()
+        .find(|c| c.metadata.deletion_timestamp.is_none())
+        .expect("a NodeClaim");
+    let provider_id = stopping
+        .status
+        .as_ref()
+        .unwrap()
+        .provider_id
+        .clone()
+        .unwrap();
+    let instance = provider_id.rsplit('/').next().unwrap().to_string();
+    let stopped_node = stopping.status.as_ref().and_then(|s| s.node_name.clone());
+    let message = serde_json::json!({
+        "version": "0", "id": "1", "detail-type": "EC2 Instance State-change Notification",
+        "source": "aws.ec2", "account": "123456789012", "time": "2026-11-26T12:00:00Z",
+        "region": "us-east-1", "resources": [],
+        "detail": {"instance-id": instance, "state": "stopping"}
+    });
+    scenario
+        .clients
+        .sqs
+        .send_message()
+        .queue_url(&scenario.queue_url)
+        .message_body(message.to_string())
+        .send()
+        .await
+        .unwrap();
+    let gone: BTreeSet<String> = gone.into_iter().chain(stopped_node).collect();
+    let (_, _, after) = scenario.running(&gone).await;
+    assert!(after.is_disjoint(&gone), "{after:?} {gone:?}");
+    scenario.settled().await;
+    assert!(
+        !scenario.instances().await.contains(&instance),
+        "the interrupted instance still runs"
+    );
+    let tally = scenario.stop().await;
+    assert!(tally.throttled > 0 && tally.failed > 0, "{tally:?}");
+}

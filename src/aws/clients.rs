@@ -1,7 +1,20 @@
 //! The AWS SDK clients the controller uses, on one rustls + ring TLS stack
 //! (the one kube and the module downloader use), so no second crypto
-//! provider is linked. Every client retries adaptively (throttling slows the
-//! client down instead of failing) and bounds each call with timeouts.
+//! provider is linked. Every client retries throttling and server faults in
+//! the SDK's standard mode and bounds each call with timeouts.
+//!
+//! Standard, not adaptive: adaptive mode's client-side rate limiter, once it
+//! has seen one throttle, holds every later call of that service (its
+//! partition is process-wide) to a rate derived from the rate calls were
+//! sent at, at least 0.5 a second. The controller sends its calls in
+//! bursts of tens (one EC2NodeClass pass, one launch) at a few a second, so
+//! after a single throttle such a burst waited tens of seconds: measured
+//! against moto behind a proxy throttling 20 % of the calls, the class took
+//! ~30 s to become Ready and a launch ~12 s. Standard mode backs off each
+//! throttled call alone (exponential, full jitter, from [`INITIAL_BACKOFF`]
+//! up to [`MAX_BACKOFF`]), and its retry quota (a token bucket, which only
+//! failed retries drain) still stops a retry storm against a service that
+//! keeps failing. Figures: docs/reliability.md, "AWS faults".
 
 use std::time::Duration;
 
@@ -13,6 +26,11 @@ use aws_smithy_http_client::tls::{Provider, rustls_provider::CryptoMode};
 
 /// Attempts per call, the first included, before an error reaches the caller.
 pub const MAX_ATTEMPTS: u32 = 5;
+/// The first retry waits up to this long (full jitter), each further one up
+/// to twice as long as the one before.
+pub const INITIAL_BACKOFF: Duration = Duration::from_millis(500);
+/// The longest wait between two attempts.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(10);
 /// Longest one attempt may take.
 pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Longest a call may take, retries included.
@@ -33,6 +51,14 @@ pub struct AwsSettings {
     pub credentials: Option<aws_sdk_ec2::config::Credentials>,
 }
 
+/// How every client retries: see the module's documentation.
+pub fn retry_config() -> RetryConfig {
+    RetryConfig::standard()
+        .with_max_attempts(MAX_ATTEMPTS)
+        .with_initial_backoff(INITIAL_BACKOFF)
+        .with_max_backoff(MAX_BACKOFF)
+}
+
 /// The SDK configuration for `settings`.
 pub async fn sdk_config(settings: &AwsSettings) -> SdkConfig {
     let http_client = aws_smithy_http_client::Builder::new()
@@ -40,7 +66,7 @@ pub async fn sdk_config(settings: &AwsSettings) -> SdkConfig {
         .build_https();
     let mut loader = aws_config::defaults(BehaviorVersion::latest())
         .http_client(http_client)
-        .retry_config(RetryConfig::adaptive().with_max_attempts(MAX_ATTEMPTS))
+        .retry_config(retry_config())
         .timeout_config(
             TimeoutConfig::builder()
                 .connect_timeout(CONNECT_TIMEOUT)

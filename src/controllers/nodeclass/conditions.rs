@@ -70,8 +70,11 @@ pub struct Resolved<T> {
     pub requeue_after: Option<Duration>,
 }
 
-/// How soon a pass that hit a fault looks again.
-pub const RETRY_AFTER_FAULT: Duration = Duration::from_secs(60);
+/// How soon a pass that hit a fault looks again: the SDK has already
+/// retried the call with backoff, so the fault was long or dense, but a
+/// class that is not Ready holds up every launch it serves (a minute here
+/// was most of the time to the first pod Running under 20 % throttling).
+pub const RETRY_AFTER_FAULT: Duration = Duration::from_secs(5);
 
 impl<T> Resolved<T> {
     /// A new value and condition.

@@ -97,9 +97,44 @@ impl AwsError {
         self.kind != ErrorKind::Permanent
     }
 
+    /// What the service said, without the operation: the source of an
+    /// error that names the operation itself.
+    pub fn into_failure(self) -> ServiceFailure {
+        ServiceFailure {
+            code: self.code,
+            message: self.message,
+            kind: self.kind,
+        }
+    }
+
     /// Whether the service answered with `code`.
     pub fn has_code(&self, code: &str) -> bool {
         self.code.as_deref() == Some(code)
+    }
+}
+
+/// A failed call's error code and message as the service sent them
+/// (`RequestLimitExceeded: Request limit exceeded.`), read with the SDK's
+/// `ProvideErrorMetadata`, so a log line or condition that shows the error
+/// names the code; the raw SDK error shows only "service error".
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ServiceFailure {
+    /// The service's error code, when it sent one.
+    pub code: Option<String>,
+    /// `code: message`, or the SDK's description of the failure.
+    pub message: String,
+    /// Whether waiting may help.
+    pub kind: ErrorKind,
+}
+
+impl ServiceFailure {
+    /// Reads an SDK error of `operation`.
+    pub fn from_sdk<E>(operation: &'static str, error: &SdkError<E>) -> Self
+    where
+        E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    {
+        AwsError::from_sdk(operation, error).into_failure()
     }
 }
 

@@ -376,3 +376,47 @@ async fn a_deleted_nodeclaim_and_an_interruption_recover_under_faults() {
     let tally = scenario.stop().await;
     assert!(tally.throttled > 0 && tally.failed > 0, "{tally:?}");
 }
+
+/// A cloud-provider call that still fails after the SDK's retries names
+/// its operation and the service's error code (read with
+/// `ProvideErrorMetadata`), which is what the one warning its controller
+/// logs shows; the SDK error alone displays as "service error".
+#[tokio::test]
+async fn a_failed_call_names_its_operation_and_error_code() {
+    let plan = FaultPlan::new(3, 0.0, 0.0);
+    let proxy = start_with_faults(&moto().endpoint, unchanged(), Some(plan.clone())).await;
+    let settings = AwsSettings {
+        region: Some("us-east-1".to_string()),
+        endpoint_url: Some(proxy.endpoint.clone()),
+        credentials: Some(aws_sdk_ec2::config::Credentials::new(
+            "testing", "testing", None, None, "moto",
+        )),
+    };
+    let config = nodewright::aws::clients::sdk_config(&settings)
+        .await
+        .into_builder()
+        .retry_config(aws_config::retry::RetryConfig::disabled())
+        .build();
+    let instances = nodewright::aws::instance::InstanceProvider::new(
+        aws_sdk_ec2::Client::new(&config),
+        "faults-codes",
+        Arc::new(nodewright::cloudprovider::UnavailableOfferings::default()),
+    );
+    for (fault, shown) in [
+        (
+            crate::aws_proxy::Fault::Throttle,
+            "ec2:DescribeInstances: RequestLimitExceeded: Request limit exceeded.",
+        ),
+        (
+            crate::aws_proxy::Fault::ServerError,
+            "ec2:DescribeInstances: InternalError: An internal error has occurred",
+        ),
+    ] {
+        plan.script(&[fault]);
+        let error = instances
+            .list()
+            .await
+            .expect_err("the proxy failed the call");
+        assert_eq!(error.to_string(), shown);
+    }
+}

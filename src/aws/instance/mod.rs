@@ -9,7 +9,7 @@ pub mod plan;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use aws_sdk_ec2::error::ProvideErrorMetadata;
+use aws_sdk_ec2::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_ec2::types::{
     CapacityReservationPreference, Filter, InstanceLifecycleType, InstanceStateName,
 };
@@ -19,6 +19,7 @@ pub use fleet::{
 };
 
 use crate::apis::labels::NODE_POOL_LABEL_KEY;
+use crate::aws::errors::ServiceFailure;
 use crate::aws::launch_template::{CLUSTER_NAME_TAG_KEY, tag_filter};
 use crate::cloudprovider::{BoxError, CloudProviderError, OfferingKey, UnavailableOfferings};
 use crate::scheduling::CapacityType;
@@ -130,10 +131,15 @@ pub struct InstanceProvider {
     unavailable: Arc<UnavailableOfferings>,
 }
 
-fn api(operation: &'static str, source: impl Into<BoxError>) -> CloudProviderError {
+/// A failed call the caller retries, showing the service's code and
+/// message (the SDK error itself displays as "service error").
+fn api<E>(operation: &'static str, error: SdkError<E>) -> CloudProviderError
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
     CloudProviderError::Api {
         operation,
-        source: source.into(),
+        source: Box::new(ServiceFailure::from_sdk(operation, &error)),
     }
 }
 
@@ -207,7 +213,7 @@ impl InstanceProvider {
             .await
             .map_err(|e| CreateFleetError {
                 code: e.code().map(str::to_string),
-                source: Box::new(e),
+                source: Box::new(ServiceFailure::from_sdk("ec2:CreateFleet", &e)),
             })?;
         let outcome = fleet::outcome(&output);
         for key in unavailable_offerings(&outcome.errors, request.capacity_type) {

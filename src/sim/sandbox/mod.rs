@@ -483,7 +483,8 @@ impl Sandbox {
     /// Terminates the instances launched for the sandbox's cluster: they
     /// cannot outlive the cluster they were launched for.
     async fn terminate_instances(&self) {
-        let launched = match self.cloud.list().await {
+        let listing = aws::with_retries("list the sandbox's instances", || self.cloud.list());
+        let launched = match listing.await {
             Ok(launched) => launched,
             Err(error) => {
                 tracing::error!(%error, "cannot list the sandbox's instances; terminate them by their eks:eks-cluster-name tag");
@@ -492,7 +493,7 @@ impl Sandbox {
         };
         for claim in launched {
             let id = claim.status.as_ref().and_then(|s| s.provider_id.clone());
-            match self.cloud.delete(&claim).await {
+            match aws::with_retries("terminate an instance", || self.cloud.delete(&claim)).await {
                 Ok(()) => tracing::info!(instance = ?id, "instance terminated"),
                 Err(error) if error.is_not_found() => {}
                 Err(error) => tracing::error!(instance = ?id, %error, "cannot terminate instance"),

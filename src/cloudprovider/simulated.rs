@@ -47,6 +47,10 @@ struct State {
     /// Offerings that fail with insufficient capacity.
     insufficient: BTreeSet<OfferingKey>,
     next_id: u64,
+    /// Instances launched and terminated through `create` and `delete`,
+    /// so a test can tell each claim was launched and terminated once.
+    launches: u64,
+    terminations: u64,
 }
 
 /// The in-memory provider.
@@ -91,6 +95,17 @@ impl SimulatedCloudProvider {
         let removed = state.instances.remove(instance_id).is_some();
         state.by_claim.retain(|_, id| id != instance_id);
         removed
+    }
+
+    /// How many instances `create` launched (a retried create that found
+    /// its claim's instance launches none).
+    pub fn launches(&self) -> u64 {
+        self.lock().launches
+    }
+
+    /// How many instances `delete` terminated.
+    pub fn terminations(&self) -> u64 {
+        self.lock().terminations
     }
 
     /// Moves an instance's launch time, as if it had run since `launched`.
@@ -225,12 +240,14 @@ impl CloudProvider for SimulatedCloudProvider {
             .instances
             .insert(instance_id.clone(), launched.clone());
         state.by_claim.insert(claim_name, instance_id);
+        state.launches += 1;
         Ok(launched)
     }
 
     async fn delete(&self, claim: &NodeClaim) -> Result<(), CloudProviderError> {
         let instance_id = instance_of(claim)?;
         if self.terminate_out_of_band(&instance_id) {
+            self.lock().terminations += 1;
             Ok(())
         } else {
             Err(CloudProviderError::NotFound {

@@ -171,6 +171,12 @@ async fn cluster(pods: usize) -> ApiServer {
 
 /// One cloud for every replica, as they share one AWS account.
 fn shared_cloud() -> (Arc<InstanceTypeProvider>, Arc<SimulatedCloudProvider>) {
+    shared_cloud_with(SimulatedSettings::default())
+}
+
+fn shared_cloud_with(
+    settings: SimulatedSettings,
+) -> (Arc<InstanceTypeProvider>, Arc<SimulatedCloudProvider>) {
     let unavailable = Arc::new(UnavailableOfferings::default());
     let instance_types = Arc::new(InstanceTypeProvider::new(
         Arc::new(Catalog::embedded("us-east-1").unwrap()),
@@ -180,7 +186,7 @@ fn shared_cloud() -> (Arc<InstanceTypeProvider>, Arc<SimulatedCloudProvider>) {
     let cloud = Arc::new(SimulatedCloudProvider::new(
         instance_types.clone(),
         unavailable,
-        SimulatedSettings::default(),
+        settings,
     ));
     (instance_types, cloud)
 }
@@ -348,12 +354,16 @@ async fn a_leader_killed_mid_provisioning_loses_no_pod_and_leaks_no_instance() {
         nodewright::sim::sandbox::log::init(nodewright::sim::sandbox::log::LogFormat::Text);
     }
     let server = cluster(3).await;
-    let cloud = shared_cloud();
+    // A launch takes a second, so a is killed in the middle of one.
+    let cloud = shared_cloud_with(SimulatedSettings {
+        launch_delay: Duration::from_secs(1),
+        ..SimulatedSettings::default()
+    });
     let a = tokio::spawn(
         operator_on(&server, "replica-a", cloud.clone()).run(std::future::pending(), |_| {}),
     );
     // Killed (no lease release, nothing finished) the moment its first
-    // NodeClaim exists, whether or not it was launched yet.
+    // NodeClaim exists: its launch is under way.
     within("a creating a claim", 20, async {
         while claims(&server).is_empty() {
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -406,6 +416,36 @@ async fn a_leader_killed_mid_provisioning_loses_no_pod_and_leaks_no_instance() {
         ids(&launched),
         "one instance per claim, none leaked"
     );
+    assert_eq!(
+        cloud.1.launches(),
+        1,
+        "a's cut launch left nothing behind; b launched the claim once"
+    );
+    let claim = &launched[0];
+    let status = claim.status.as_ref().unwrap();
+    assert!(
+        status
+            .conditions
+            .iter()
+            .flatten()
+            .any(|c| c.type_ == "Launched" && c.is_true()),
+        "the claim is marked launched"
+    );
+    // Nothing waits on a: no Lease held by it, no claim deleting.
+    let lease: Lease = Api::namespaced(server.client(), "kube-system")
+        .get("nodewright-leader")
+        .await
+        .unwrap();
+    assert_eq!(
+        lease.spec.unwrap().holder_identity.as_deref(),
+        Some("replica-b")
+    );
+    assert!(
+        claims(&server)
+            .iter()
+            .all(|c| c.metadata.deletion_timestamp.is_none())
+    );
+    assert_eq!(cloud.1.terminations(), 0);
     b.abort();
 }
 

@@ -13,7 +13,7 @@
 //! the sandbox's stand-ins can stay fault-free while the code under test
 //! does not. Every injected fault is counted ([`FaultCounts`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::time::Duration;
 
@@ -176,6 +176,9 @@ pub struct Faults {
     pub jitter: Duration,
     /// Which requests the plan applies to.
     pub target: Target,
+    /// The resources (plural names, as `pods`) whose requests meet faults;
+    /// empty: every resource.
+    pub resources: BTreeSet<String>,
 }
 
 impl Default for Faults {
@@ -191,6 +194,7 @@ impl Default for Faults {
             delay: Duration::ZERO,
             jitter: Duration::ZERO,
             target: Target::ServiceAccounts,
+            resources: BTreeSet::new(),
         }
     }
 }
@@ -257,6 +261,13 @@ impl Faults {
     /// Which requests the plan applies to (default: ServiceAccounts').
     pub fn target(mut self, target: Target) -> Self {
         self.target = target;
+        self
+    }
+
+    /// Limits the faults to requests on these resources (plural names, as
+    /// `pods`): to starve one of a controller's caches, say.
+    pub fn only_resources<S: Into<String>>(mut self, plurals: impl IntoIterator<Item = S>) -> Self {
+        self.resources = plurals.into_iter().map(Into::into).collect();
         self
     }
 
@@ -387,12 +398,14 @@ impl Injector {
         self.counts.clone()
     }
 
-    /// Whether a request (with or without an issued token) is targeted.
-    pub fn targets(&self, with_token: bool) -> bool {
-        match self.plan.target {
+    /// Whether a request (with or without an issued token) on the resource
+    /// `plural` is targeted.
+    pub fn targets(&self, with_token: bool, plural: &str) -> bool {
+        let who = match self.plan.target {
             Target::ServiceAccounts => with_token,
             Target::Everyone => true,
-        }
+        };
+        who && (self.plan.resources.is_empty() || self.plan.resources.contains(plural))
     }
 
     /// Draws the fate of one targeted request of `verb` and counts it.
@@ -602,6 +615,16 @@ mod tests {
             assert!(delay >= Duration::from_millis(20) && delay <= Duration::from_millis(30));
         }
         assert_eq!(injector.counts().delayed, 100);
+    }
+
+    #[test]
+    fn a_plan_can_be_limited_to_some_resources() {
+        let injector = Injector::new(Faults::seeded(1).only_resources(["pods"]));
+        assert!(injector.targets(true, "pods"));
+        assert!(!injector.targets(true, "nodes"));
+        assert!(!injector.targets(false, "pods"), "ServiceAccounts only");
+        let everyone = Injector::new(Faults::seeded(1).target(Target::Everyone));
+        assert!(everyone.targets(false, "nodes"));
     }
 
     #[test]

@@ -150,7 +150,8 @@ fn draw_fault(
     Option<faults::WatchFaults>,
 )> {
     let mut injector = server.faults();
-    let verb = faults::Verb::from_rbac(verb).filter(|_| injector.targets(with_token))?;
+    let verb = faults::Verb::from_rbac(verb)
+        .filter(|_| injector.targets(with_token, &route.def.plural))?;
     let decision = injector.decide(verb);
     let error = decision.error.map(|kind| injector.error(kind, route));
     let watch_faults = (verb == faults::Verb::Watch)

@@ -18,10 +18,16 @@
 //! termination and drain, garbage collection, NodePool status, metrics),
 //! with the simulated cloud provider. [`apply`] applies the manifests the
 //! sandbox is started with; [`log`] prints what happens.
+//!
+//! With [`SandboxSettings::faults`], the API server double misbehaves for
+//! the controllers' requests only ([`identity`]), and
+//! [`Sandbox::restart_controllers`] kills and restarts them mid-work: how
+//! the controllers hold up is what these two exercise.
 
 pub mod apply;
 mod aws;
 pub mod binder;
+pub mod identity;
 pub mod interruptions;
 pub mod kubelet;
 pub mod log;
@@ -49,7 +55,7 @@ use crate::controllers::provisioning::{BatchWindows, ProvisioningSettings};
 use crate::controllers::recorder::Recorder;
 use crate::extensions::Extensions;
 use crate::operator::{Endpoints, LeaseSettings, Operator, OperatorSettings};
-use apiserver_double::ApiServer;
+use apiserver_double::{ApiServer, Faults};
 
 pub use apply::{Applied, ApplyError};
 pub use binder::Binder;
@@ -106,6 +112,12 @@ pub struct SandboxSettings {
     /// The ServiceAccount nodewright's controllers run as, with RBAC
     /// enforced; `None`: as a cluster admin.
     pub controller_account: Option<ControllerAccount>,
+    /// Faults the API server double injects (see
+    /// [`apiserver_double::faults`]). With the plan's default target, only
+    /// the controllers' requests meet them — they carry a ServiceAccount's
+    /// token, [`identity`] — while the stand-ins and `kubectl` stay
+    /// fault-free. `None`: no faults.
+    pub faults: Option<Faults>,
 }
 
 /// The identity nodewright's controllers run under in the sandbox, as the
@@ -141,6 +153,7 @@ impl Default for SandboxSettings {
             unavailable_offerings_ttl: crate::cloudprovider::UNAVAILABLE_OFFERINGS_TTL,
             interruption_queue: None,
             controller_account: None,
+            faults: None,
         }
     }
 }
@@ -182,6 +195,9 @@ pub enum SandboxError {
     /// A manifest could not be read or was refused.
     #[error(transparent)]
     Apply(#[from] ApplyError),
+    /// The identity the controllers run as under faults could not be made.
+    #[error("the sandbox's controller identity: {0}")]
+    Identity(#[source] kube::Error),
     /// The controllers' ServiceAccount is not among the manifests.
     #[error(
         "--controller-service-account {namespace}/{name}: no such ServiceAccount among the manifests; pass the chart's rendered manifests (`helm template`), which create it with its ClusterRoles, Roles and bindings"
@@ -205,6 +221,9 @@ pub struct Sandbox {
     applied: Vec<Applied>,
     serving: JoinHandle<std::io::Result<()>>,
     tasks: JoinSet<()>,
+    /// Makes the controllers' operator afresh, for a restart.
+    operator: Arc<dyn Fn() -> Operator + Send + Sync>,
+    controllers: JoinHandle<()>,
 }
 
 impl Sandbox {
@@ -246,6 +265,16 @@ impl Sandbox {
         }
 
         let controller_client = match &settings.controller_account {
+            None if settings.faults.is_some() => match identity::cluster_admin(&client).await {
+                Ok(account) => server.client_with_token(
+                    &server.service_account_token(&account.namespace, &account.name),
+                ),
+                Err(error) => {
+                    serving.abort();
+                    let _ = serving.await;
+                    return Err(SandboxError::Identity(error));
+                }
+            },
             None => client.clone(),
             Some(account) => {
                 let exists = applied.iter().any(|a| {
@@ -266,6 +295,9 @@ impl Sandbox {
             }
         };
 
+        if let Some(faults) = &settings.faults {
+            server.set_faults(faults.clone());
+        }
         let extensions = Arc::new(Extensions::new(HostConfig::default())?);
         let unavailable = Arc::new(UnavailableOfferings::new(
             settings.unavailable_offerings_ttl,
@@ -333,33 +365,34 @@ impl Sandbox {
         let leader_election = settings.controller_account.as_ref().map(|account| {
             LeaseSettings::new(&account.namespace, &account.lease, "sandbox-controller")
         });
-        let operator = Operator {
-            client: controller_client.clone(),
-            instance_types: instance_types.clone(),
-            cloud: Some(cloud.clone()),
-            node_classes,
-            interruption_queue,
-            instance_status,
-            settings: OperatorSettings {
-                provisioning: ProvisioningSettings {
-                    batch: settings.batch,
-                    ..ProvisioningSettings::default()
+        let operator: Arc<dyn Fn() -> Operator + Send + Sync> = {
+            let (client, instance_types, cloud) = (
+                controller_client.clone(),
+                instance_types.clone(),
+                cloud.clone(),
+            );
+            let batch = settings.batch;
+            Arc::new(move || Operator {
+                client: client.clone(),
+                instance_types: instance_types.clone(),
+                cloud: Some(cloud.clone()),
+                node_classes: node_classes.clone(),
+                interruption_queue: interruption_queue.clone(),
+                instance_status: instance_status.clone(),
+                settings: OperatorSettings {
+                    provisioning: ProvisioningSettings {
+                        batch,
+                        ..ProvisioningSettings::default()
+                    },
+                    leader_election: leader_election.clone(),
+                    metrics_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+                    health_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+                    node_repair: false,
+                    spot_to_spot_consolidation: false,
                 },
-                leader_election,
-                metrics_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-                health_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-                node_repair: false,
-                spot_to_spot_consolidation: false,
-            },
+            })
         };
-        tasks.spawn(async move {
-            let serving = |endpoints: Endpoints| {
-                tracing::info!(metrics = %format!("http://{}/metrics", endpoints.metrics), "nodewright's controllers running");
-            };
-            if let Err(error) = operator.run(std::future::pending(), serving).await {
-                tracing::error!(%error, "nodewright's controllers stopped");
-            }
-        });
+        let controllers = tokio::spawn(run_controllers(operator()));
         if simulated.is_some() {
             tasks.spawn(
                 node_class::SimulatedNodeClasses::new(
@@ -431,7 +464,20 @@ impl Sandbox {
             applied,
             serving,
             tasks,
+            operator,
+            controllers,
         })
+    }
+
+    /// Kills nodewright's controllers where they are — nothing they were
+    /// doing finishes, no lease is released, as when the process is killed
+    /// — and starts them afresh, with a new view of the cluster: to check
+    /// that they pick up what they left half done.
+    pub async fn restart_controllers(&mut self) {
+        self.controllers.abort();
+        let _ = (&mut self.controllers).await;
+        tracing::info!("nodewright's controllers killed; starting them again");
+        self.controllers = tokio::spawn(run_controllers((self.operator)()));
     }
 
     /// Where the API server listens.
@@ -505,6 +551,8 @@ impl Sandbox {
     /// AWS sandbox, and closes the listener (open connections close with the
     /// runtime).
     pub async fn stop(mut self) {
+        self.controllers.abort();
+        let _ = (&mut self.controllers).await;
         self.tasks.shutdown().await;
         if self.simulated.is_none() {
             self.terminate_instances().await;
@@ -512,6 +560,16 @@ impl Sandbox {
         self.serving.abort();
         let _ = (&mut self.serving).await;
         tracing::info!("sandbox stopped");
+    }
+}
+
+/// Runs nodewright's controllers until they stop or are aborted.
+async fn run_controllers(operator: Operator) {
+    let serving = |endpoints: Endpoints| {
+        tracing::info!(metrics = %format!("http://{}/metrics", endpoints.metrics), "nodewright's controllers running");
+    };
+    if let Err(error) = operator.run(std::future::pending(), serving).await {
+        tracing::error!(%error, "nodewright's controllers stopped");
     }
 }
 

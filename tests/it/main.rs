@@ -39,6 +39,7 @@ mod sandbox_aws;
 mod sandbox_aws_faults;
 mod sandbox_aws_iam;
 mod sandbox_disruption;
+mod sandbox_faults;
 mod sandbox_interruption;
 mod sandbox_kubectl;
 mod sandbox_rbac;

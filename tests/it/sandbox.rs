@@ -18,7 +18,7 @@ use nodewright::controllers::provisioning::BatchWindows;
 use nodewright::sim::sandbox::{Sandbox, SandboxError, SandboxSettings};
 use serde_json::json;
 
-const POOL: &str = r#"
+pub(crate) const POOL: &str = r#"
 apiVersion: karpenter.sh/v1
 kind: NodePool
 metadata: {name: general}
@@ -33,7 +33,7 @@ spec:
       - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
 "#;
 
-const CLASS: &str = r#"
+pub(crate) const CLASS: &str = r#"
 apiVersion: karpenter.k8s.aws/v1
 kind: EC2NodeClass
 metadata: {name: default}
@@ -44,7 +44,7 @@ spec:
   securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
 "#;
 
-fn deployment(name: &str, replicas: i32, cpu: &str) -> String {
+pub(crate) fn deployment(name: &str, replicas: i32, cpu: &str) -> String {
     format!(
         r#"
 apiVersion: apps/v1
@@ -65,10 +65,10 @@ spec:
 }
 
 /// A directory with `files`, removed when dropped.
-struct Manifests(PathBuf);
+pub(crate) struct Manifests(pub(crate) PathBuf);
 
 impl Manifests {
-    fn new(name: &str, files: &[(&str, &str)]) -> Self {
+    pub(crate) fn new(name: &str, files: &[(&str, &str)]) -> Self {
         let dir =
             std::env::temp_dir().join(format!("nodewright-sandbox-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -86,7 +86,7 @@ impl Drop for Manifests {
     }
 }
 
-fn fast(manifests: &Manifests) -> SandboxSettings {
+pub(crate) fn fast(manifests: &Manifests) -> SandboxSettings {
     // NODEWRIGHT_TEST_LOG=1 prints what the sandboxes do (to stderr, uncaptured).
     if std::env::var_os("NODEWRIGHT_TEST_LOG").is_some() {
         nodewright::sim::sandbox::log::init(nodewright::sim::sandbox::log::LogFormat::Text);
@@ -106,7 +106,7 @@ fn fast(manifests: &Manifests) -> SandboxSettings {
 
 /// Polls `check` until it returns `Some`, for at most a minute; on timeout
 /// the failure shows what the sandbox behind `client` holds.
-async fn eventually<T, F, Fut>(client: &kube::Client, what: &str, check: F) -> T
+pub(crate) async fn eventually<T, F, Fut>(client: &kube::Client, what: &str, check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
@@ -114,7 +114,7 @@ where
     crate::fixture::eventually_showing(client, what, Duration::from_secs(60), check).await
 }
 
-fn running(pod: &Pod) -> bool {
+pub(crate) fn running(pod: &Pod) -> bool {
     pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
 }
 
@@ -125,7 +125,7 @@ fn condition_true(conditions: Option<&Vec<nodewright::apis::Condition>>, type_: 
         .any(|c| c.type_ == type_ && c.is_true())
 }
 
-async fn running_pods(api: &Api<Pod>, app: &str, count: usize) -> Vec<Pod> {
+pub(crate) async fn running_pods(api: &Api<Pod>, app: &str, count: usize) -> Vec<Pod> {
     let client = api.clone().into_client();
     eventually(&client, &format!("{count} {app} pods Running"), || async {
         let pods = api

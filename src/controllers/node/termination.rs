@@ -31,8 +31,11 @@ use crate::controllers::nodeclaim::{NodeClaimContext, node_claim_of, patch_condi
 const TERMINATING_POLL: Duration = Duration::from_secs(5);
 
 /// Runs the controller until the cluster state's feeds end: deleted nodes
-/// are reconciled on their own changes and on changes of their pods.
+/// are reconciled on their own changes and on changes of their pods. It
+/// starts once every store holds its first list: a node seen before its
+/// pods would look drained, and be deleted with its pods on it.
 pub async fn run(ctx: Arc<NodeClaimContext>) {
+    ctx.state.synced().await;
     let state = ctx.state.clone();
     let node_of_pod = ctx.state.pods.changes().filter_map(move |pod| {
         let node = pod

@@ -30,8 +30,12 @@ use crate::controllers::ControllerError;
 /// (node events wake it sooner).
 const WAITING_POLL: Duration = Duration::from_secs(30);
 
-/// Runs the lifecycle controller until the cluster state's feeds end.
+/// Runs the lifecycle controller until the cluster state's feeds end. It
+/// starts once every store holds its first list: a deleted claim seen
+/// before its Node would look node-less, and its instance be terminated
+/// without a drain.
 pub async fn run(ctx: Arc<NodeClaimContext>) {
+    ctx.state.synced().await;
     let state = ctx.state.clone();
     let from_nodes = ctx
         .state

@@ -46,4 +46,5 @@ mod sandbox_rbac;
 mod simulate;
 mod simulate_disruption;
 mod snapshot;
+mod soak;
 mod support;

@@ -455,6 +455,13 @@ impl ApiServer {
         self.faults().set(faults);
     }
 
+    /// Watch streams open now: each holds one subscription to the
+    /// version channel until its client goes away (noticed at the next
+    /// event it is sent) or it times out. For leak checks.
+    pub fn live_watches(&self) -> usize {
+        self.inner.version.receiver_count()
+    }
+
     /// The faults injected since the server started.
     pub fn fault_counts(&self) -> FaultCounts {
         self.faults().counts()

@@ -264,7 +264,11 @@ spec:
   disruption:
     consolidationPolicy: WhenEmptyOrUnderutilized
     consolidateAfter: 5s
-    budgets: [{{nodes: "30%"}}]
+    # Empty nodes all at once (the drain to zero at the end is not held
+    # up); replacements a third at a time.
+    budgets:
+    - {{nodes: "100%", reasons: [Empty]}}
+    - {{nodes: "30%", reasons: [Drifted, Underutilized]}}
 "#
     );
     for i in 0..options.deployments {

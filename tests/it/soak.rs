@@ -1,5 +1,5 @@
 //! The soak of `scripts/soak` (benches/support/soak.rs), briefly: a
-//! simulated-cloud sandbox under bursts of up to 300 pods for 20 s, with
+//! simulated-cloud sandbox under bursts of up to 100 pods for 20 s, with
 //! consolidation, drift and spot interruptions mixed in, then scaled to
 //! zero. Nothing may leak: instances, NodeClaims, Nodes, API server
 //! watches or tokio tasks. RSS is not checked here (other tests share the
@@ -13,14 +13,18 @@ use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bursts_with_drift_and_interruptions_leak_nothing() {
+    // NODEWRIGHT_TEST_LOG=1 prints what the sandbox does (to stderr, uncaptured).
+    if std::env::var_os("NODEWRIGHT_TEST_LOG").is_some() {
+        nodewright::sim::sandbox::log::init(nodewright::sim::sandbox::log::LogFormat::Text);
+    }
     let options = run::Options {
         duration: Duration::from_secs(20),
-        pods: 300,
-        deployments: 6,
+        pods: 100,
+        deployments: 5,
         burst_timeout: Duration::from_secs(60),
         hold: Duration::from_secs(2),
-        drift_every: 3,
-        interrupt_every: Duration::from_secs(4),
+        drift_every: 2,
+        interrupt_every: Duration::from_secs(8),
         settle_timeout: Duration::from_secs(120),
         check_rss: false,
         // Other tests open and close sockets and pipes in this process.
@@ -30,7 +34,7 @@ async fn bursts_with_drift_and_interruptions_leak_nothing() {
     let report = run::run(options).await;
     eprintln!("{}", report.table());
     assert!(report.failures.is_empty(), "{:#?}", report.failures);
-    assert!(report.bursts >= 3, "bursts: {}", report.bursts);
+    assert!(report.bursts >= 2, "bursts: {}", report.bursts);
     assert!(
         report.drifts >= 1 && report.interruptions >= 1,
         "drifts {} interruptions {}",
@@ -38,7 +42,7 @@ async fn bursts_with_drift_and_interruptions_leak_nothing() {
         report.interruptions
     );
     assert!(
-        report.pods_running >= 300,
+        report.pods_running >= 100,
         "pods Running: {}",
         report.pods_running
     );

@@ -61,7 +61,7 @@ use crate::apis::{Condition, EC2NodeClass, EC2NodeClassStatus};
 
 pub use ami::amis_ready_condition;
 pub use capacity_reservations::{EXPIRING_WINDOW, to_status as capacity_reservation_status};
-pub use conditions::{Resolved, Stamp};
+pub use conditions::{RETRY_AFTER_FAULT, Resolved, Stamp};
 pub use extensions::extensions_ready;
 pub use readiness::dependencies as ready_dependencies;
 

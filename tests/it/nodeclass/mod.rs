@@ -7,7 +7,6 @@
 mod fake_aws;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use apiserver_double::ApiServer;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -311,7 +310,7 @@ async fn throttling_during_validation_keeps_the_class_ready() {
     );
     assert_eq!(
         result.requeue_after,
-        Duration::from_secs(60),
+        nodewright::controllers::nodeclass::RETRY_AFTER_FAULT,
         "looked at again soon"
     );
 

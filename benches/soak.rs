@@ -39,6 +39,7 @@ fn main() {
         check_rss: true,
         fd_slack: 0,
         seed: 25,
+        progress: true,
     };
     println!(
         "soak: {seconds} s, up to {pods} pods, {} Deployments",

@@ -62,6 +62,8 @@ pub struct Options {
     pub fd_slack: usize,
     /// Seeds the burst sizes.
     pub seed: u64,
+    /// Prints a line per burst to stderr.
+    pub progress: bool,
 }
 
 /// The figures of one run, and what failed.
@@ -126,11 +128,12 @@ impl Tracker {
             self.pending.insert(uid.clone(), Instant::now());
             self.created += 1;
         }
-        if is_running && self.running.insert(uid.clone()) {
-            if let Some(seen) = self.pending.remove(&uid) {
-                self.latencies.push(seen.elapsed().as_secs_f64());
-                self.started += 1;
-            }
+        if is_running
+            && self.running.insert(uid.clone())
+            && let Some(seen) = self.pending.remove(&uid)
+        {
+            self.latencies.push(seen.elapsed().as_secs_f64());
+            self.started += 1;
         }
     }
 
@@ -392,7 +395,7 @@ async fn run_in(options: &Options, dir: PathBuf, report: &mut Report) -> Result<
                 .map_err(|e| format!("scaling app-{i}: {e}"))?;
         }
         report.bursts += 1;
-        if report.bursts % options.drift_every == 0 {
+        if report.bursts.is_multiple_of(options.drift_every) {
             let patch = json!({"spec": {"template": {"metadata": {"labels": {"soak/generation": report.bursts.to_string()}}}}});
             pools
                 .patch(POOL, &PatchParams::default(), &Patch::Merge(&patch))
@@ -433,6 +436,16 @@ async fn run_in(options: &Options, dir: PathBuf, report: &mut Report) -> Result<
             .await;
         }
         let ran = lock(&tracker).started - started_before;
+        if options.progress {
+            eprintln!(
+                "soak: {:>4.0} s  burst {} to {total} pods: {ran} started in {:.1} s; {} NodeClaims at most, RSS {} MiB",
+                started.elapsed().as_secs_f64(),
+                report.bursts,
+                burst_start.elapsed().as_secs_f64(),
+                report.max_nodeclaims,
+                rss_kib() / 1024
+            );
+        }
         if ran > 0 && total > 0 {
             report
                 .burst_rates

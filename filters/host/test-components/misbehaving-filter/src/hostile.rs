@@ -19,6 +19,7 @@ fn usize_of(ctx: &Context, key: &str, default: usize) -> usize {
 }
 
 /// Pages of 64 KiB that `grow-pages` and `check-pages` take.
+#[cfg(target_arch = "wasm32")]
 const RAW_PAGES: usize = 512;
 
 /// Calls answered by this instance so far.

@@ -274,20 +274,26 @@ async fn a_deployment_runs_on_instances_launched_in_moto() {
     let _ = std::fs::remove_dir_all(&dir);
     // Instances launched again for the still-pending pods are terminated
     // when the sandbox stops.
+    let running = left_running(&clients, "sandbox-aws").await;
+    assert!(running.is_empty(), "left running: {running:?}");
+}
+
+/// The instances tagged for `cluster` that are neither shutting down nor
+/// terminated: what a stopped sandbox must not leave behind.
+pub(crate) async fn left_running(clients: &AwsClients, cluster: &str) -> Vec<String> {
     let left = clients
         .ec2
         .describe_instances()
         .filters(
             aws_sdk_ec2::types::Filter::builder()
                 .name("tag:eks:eks-cluster-name")
-                .values("sandbox-aws")
+                .values(cluster)
                 .build(),
         )
         .send()
         .await
         .unwrap();
-    let running: Vec<_> = left
-        .reservations()
+    left.reservations()
         .iter()
         .flat_map(|r| r.instances())
         .filter(|i| {
@@ -296,9 +302,8 @@ async fn a_deployment_runs_on_instances_launched_in_moto() {
                 Some(InstanceStateName::ShuttingDown | InstanceStateName::Terminated)
             )
         })
-        .filter_map(|i| i.instance_id())
-        .collect();
-    assert!(running.is_empty(), "left running: {running:?}");
+        .filter_map(|i| i.instance_id().map(str::to_string))
+        .collect()
 }
 
 const ODCR: &str = "sandbox-odcr";

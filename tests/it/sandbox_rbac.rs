@@ -12,7 +12,6 @@
 
 use std::time::Duration;
 
-use aws_sdk_ec2::types::InstanceStateName;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -392,29 +391,6 @@ async fn the_controller_runs_under_the_charts_rbac_which_it_uses_whole() {
         );
     }
     // And nothing was left running in moto.
-    let left = clients
-        .ec2
-        .describe_instances()
-        .filters(
-            aws_sdk_ec2::types::Filter::builder()
-                .name("tag:eks:eks-cluster-name")
-                .values(LABEL)
-                .build(),
-        )
-        .send()
-        .await
-        .unwrap();
-    let running: Vec<_> = left
-        .reservations()
-        .iter()
-        .flat_map(|r| r.instances())
-        .filter(|i| {
-            !matches!(
-                i.state().and_then(|s| s.name()),
-                Some(InstanceStateName::ShuttingDown | InstanceStateName::Terminated)
-            )
-        })
-        .filter_map(|i| i.instance_id())
-        .collect();
+    let running = crate::sandbox_aws::left_running(&clients, LABEL).await;
     assert!(running.is_empty(), "left running: {running:?}");
 }

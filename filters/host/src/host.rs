@@ -4,8 +4,7 @@
 
 use std::{
     fs,
-    hash::Hash,
-    path::{Path, PathBuf},
+    path::PathBuf,
     sync::{
         Arc,
         atomic::{AtomicBool, Ordering},
@@ -14,12 +13,12 @@ use std::{
     time::Duration,
 };
 
-use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
+use crate::artifacts::ArtifactDir;
 use crate::bindings::{filter, host_iface, scorer, selector};
-use crate::digest::{Sha256Hasher, hex, normalize_pin, sha256_hex};
+use crate::digest::{normalize_pin, sha256_hex};
 use crate::fetch::{FetchSettings, RegistryCredentials, fetch_oci, fetch_url};
 use crate::inspect::Inspection;
 use crate::module::{Builtin, LoadedModule, RolePre, WasmModule};
@@ -118,6 +117,18 @@ pub enum HostError {
         #[source]
         source: std::io::Error,
     },
+    /// The artifact cache directory may have been written by someone else:
+    /// artifacts are native code, so the host will not use it.
+    #[error(
+        "refusing the component cache directory {path}: it is {reason}; remove it or \
+         fix its owner and mode (0700), or turn the disk cache off"
+    )]
+    UnsafeCacheDir {
+        /// The directory.
+        path: PathBuf,
+        /// Its owner or mode, and why that is unsafe.
+        reason: String,
+    },
     /// The epoch ticker thread could not be started.
     #[error("cannot start the deadline ticker thread: {0}")]
     Ticker(#[source] std::io::Error),
@@ -134,7 +145,7 @@ struct HostInner {
     engine: Engine,
     linker: Linker<CallState>,
     compiled: moka::sync::Cache<(String, Role), Arc<WasmModule>>,
-    artifact_dir: Option<PathBuf>,
+    artifact_dir: Option<ArtifactDir>,
     config: HostConfig,
     ticker_stop: Arc<AtomicBool>,
 }
@@ -174,14 +185,7 @@ impl Host {
             .map_err(|e| HostError::Engine(format!("{e:#}")))?;
 
         let artifact_dir = match &config.cache_dir {
-            Some(dir) => {
-                let dir = dir.join(engine_fingerprint(&engine));
-                fs::create_dir_all(&dir).map_err(|source| HostError::CacheDir {
-                    path: dir.clone(),
-                    source,
-                })?;
-                Some(dir)
-            }
+            Some(base) => Some(ArtifactDir::open(base, &engine)?),
             None => None,
         };
 
@@ -326,30 +330,11 @@ impl Host {
         crate::inspect::inspect(&self.inner.engine, bytes, label)
     }
 
-    fn artifact_path(&self, pin: &str) -> Option<PathBuf> {
+    fn load_artifact(&self, pin: &str) -> Option<Component> {
         self.inner
             .artifact_dir
-            .as_ref()
-            .map(|dir| dir.join(format!("{pin}.cwasm")))
-    }
-
-    fn load_artifact(&self, pin: &str) -> Option<Component> {
-        let path = self.artifact_path(pin)?;
-        if !path.is_file() {
-            return None;
-        }
-        // SAFETY: artifacts in this directory were written by `compile`
-        // below from bytes that matched their digest, for this exact engine
-        // configuration (the directory name is the engine fingerprint). The
-        // directory must not be writable by anyone but the controller.
-        match unsafe { Component::deserialize_file(&self.inner.engine, &path) } {
-            Ok(component) => Some(component),
-            Err(e) => {
-                tracing::warn!(path = %path.display(), error = %format!("{e:#}"), "discarding unusable precompiled component");
-                let _ = fs::remove_file(&path);
-                None
-            }
-        }
+            .as_ref()?
+            .load(&self.inner.engine, pin)
     }
 
     fn compile(&self, bytes: &[u8], pin: &str, label: &str) -> Result<Component, LoadError> {
@@ -363,10 +348,8 @@ impl Host {
                 source_desc: label.to_string(),
                 message: format!("{e:#}"),
             })?;
-        if let Some(path) = self.artifact_path(pin)
-            && let Err(e) = write_artifact(&component, &path)
-        {
-            tracing::warn!(path = %path.display(), error = %e, "cannot write precompiled component; continuing without disk cache");
+        if let Some(dir) = &self.inner.artifact_dir {
+            dir.store(&component, pin);
         }
         Ok(component)
     }
@@ -376,27 +359,6 @@ impl Host {
 /// has the same magic and a different version/layer word.
 pub(crate) fn is_core_module(bytes: &[u8]) -> bool {
     bytes.starts_with(b"\0asm\x01\0\0\0")
-}
-
-fn write_artifact(component: &Component, path: &Path) -> Result<(), String> {
-    let artifact = component.serialize().map_err(|e| format!("{e:#}"))?;
-    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
-    fs::write(&tmp, &artifact).map_err(|e| e.to_string())?;
-    fs::rename(&tmp, path).map_err(|e| e.to_string())
-}
-
-/// Directory name that changes whenever precompiled artifacts stop being
-/// loadable: the wasmtime version and the engine's compilation settings.
-fn engine_fingerprint(engine: &Engine) -> String {
-    let mut hasher = Sha256Hasher(Sha256::new());
-    engine.precompile_compatibility_hash().hash(&mut hasher);
-    let digest = hasher.0.finalize();
-    format!("wasmtime-{}-{}", wasmtime_version(), &hex(&digest)[..16])
-}
-
-fn wasmtime_version() -> &'static str {
-    // Kept in step with the `=` pin in Cargo.toml.
-    "48.0.8"
 }
 
 /// The module's bytes. Called only after both compiled caches missed, so

@@ -12,6 +12,7 @@
 //! # Ok(()) }
 //! ```
 
+mod artifacts;
 mod bindings;
 mod candidates;
 mod clock;

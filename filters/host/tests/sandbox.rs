@@ -6,7 +6,7 @@ mod support {
     pub mod components;
 }
 
-use std::{path::PathBuf, sync::Arc, time::Duration};
+use std::{sync::Arc, time::Duration};
 
 use nodewright_filter::{Context, Verdict};
 use nodewright_host::harness::ami;
@@ -241,62 +241,6 @@ fn wrong_world_and_wrong_role_are_errors() {
         )
         .unwrap_err();
     assert!(matches!(err, LoadError::UnknownBuiltin { .. }), "{err:?}");
-}
-
-#[test]
-fn precompiled_artifacts_are_reused_across_hosts() {
-    let dir = std::env::temp_dir().join(format!("nodewright-cache-test-{}", std::process::id()));
-    let config = HostConfig {
-        cache_dir: Some(dir.clone()),
-        ..HostConfig::default()
-    };
-    let path = component("misbehaving-filter");
-    let pin = sha256_hex(&std::fs::read(&path).unwrap());
-    {
-        let host = Host::new(config.clone()).unwrap();
-        host.load(
-            Role::InstanceFilter,
-            &ModuleRef::Path(path.clone()),
-            Some(&pin),
-        )
-        .unwrap();
-    }
-    let artifacts: Vec<_> = walk(&dir)
-        .into_iter()
-        .filter(|p| p.extension().is_some_and(|e| e == "cwasm"))
-        .collect();
-    assert_eq!(artifacts.len(), 1, "{artifacts:?}");
-    assert!(
-        artifacts[0]
-            .file_name()
-            .unwrap()
-            .to_string_lossy()
-            .starts_with(&pin)
-    );
-    // A second host loads from the artifact without reading the source.
-    let host = Host::new(config).unwrap();
-    let module = host
-        .load(
-            Role::InstanceFilter,
-            &ModuleRef::Path(dir.join("missing.wasm")),
-            Some(&pin),
-        )
-        .unwrap();
-    still_works(&module);
-    std::fs::remove_dir_all(&dir).unwrap();
-}
-
-fn walk(dir: &std::path::Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let p = entry.unwrap().path();
-        if p.is_dir() {
-            out.extend(walk(&p))
-        } else {
-            out.push(p)
-        }
-    }
-    out
 }
 
 fn sleep_ctx(seconds: u64) -> Context {

@@ -133,8 +133,11 @@ pub struct ControllerArgs {
     #[arg(long, env = "EXTENSION_MEMORY_MIB", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub extension_memory_mib: u32,
     /// Directory for precompiled extension components (an emptyDir); by
-    /// default they are kept in memory only. Must be writable by the
-    /// controller alone: its files are loaded as native code.
+    /// default they are kept in memory only. Its files are loaded as native
+    /// code, so they live in a 0700 subdirectory (the controller refuses to
+    /// start if it is writable by others) and one not owned by the
+    /// controller's user, writable by others or changed since written is
+    /// compiled again instead.
     #[arg(long, env = "NODEWRIGHT_EXTENSION_CACHE_DIR")]
     pub extension_cache_dir: Option<PathBuf>,
     /// Outcomes of instance filters and priority scorers kept in memory

@@ -141,6 +141,44 @@ pub enum LoadError {
     },
 }
 
+impl LoadError {
+    /// A copy of this error if it is a refusal of the module's bytes
+    /// themselves — not a component, does not compile, forbidden imports,
+    /// wrong world — which pinned bytes always meet again; `None` for
+    /// failures that may pass on a retry (reading, downloading).
+    pub(crate) fn copy_refusal(&self) -> Option<LoadError> {
+        Some(match self {
+            LoadError::CoreModule { source_desc } => LoadError::CoreModule {
+                source_desc: source_desc.clone(),
+            },
+            LoadError::Compile {
+                source_desc,
+                message,
+            } => LoadError::Compile {
+                source_desc: source_desc.clone(),
+                message: message.clone(),
+            },
+            LoadError::ForbiddenImport {
+                source_desc,
+                imports,
+            } => LoadError::ForbiddenImport {
+                source_desc: source_desc.clone(),
+                imports: imports.clone(),
+            },
+            LoadError::WrongWorld {
+                source_desc,
+                role,
+                message,
+            } => LoadError::WrongWorld {
+                source_desc: source_desc.clone(),
+                role: *role,
+                message: message.clone(),
+            },
+            _ => return None,
+        })
+    }
+}
+
 /// A call into a loaded module failed.
 #[derive(Debug, thiserror::Error)]
 pub enum CallError {

@@ -145,6 +145,11 @@ struct HostInner {
     engine: Engine,
     linker: Linker<CallState>,
     compiled: moka::sync::Cache<(String, Role), Arc<WasmModule>>,
+    /// Pinned bytes refused for what they are (not a component, does not
+    /// compile, forbidden imports, wrong world), by pin, role and source:
+    /// the same bytes are refused the same way, so they are not fetched and
+    /// compiled again on every load.
+    refused: moka::sync::Cache<(String, Role, String), Arc<LoadError>>,
     artifact_dir: Option<ArtifactDir>,
     config: HostConfig,
     ticker_stop: Arc<AtomicBool>,
@@ -210,6 +215,7 @@ impl Host {
                 engine,
                 linker,
                 compiled: moka::sync::Cache::new(config.memory_cache_entries),
+                refused: moka::sync::Cache::new(config.memory_cache_entries),
                 artifact_dir,
                 config,
                 ticker_stop,
@@ -258,7 +264,47 @@ impl Host {
             ));
         }
 
-        let component = match self.load_artifact(&pin) {
+        let refusal_key = (pin.clone(), role, label.clone());
+        if let Some(refusal) = self.inner.refused.get(&refusal_key)
+            && let Some(err) = refusal.copy_refusal()
+        {
+            return Err(err);
+        }
+        let module = match self.build(source, &pin, role, label) {
+            Ok(module) => module,
+            Err(err) => {
+                if let Some(copy) = err.copy_refusal() {
+                    self.inner.refused.insert(refusal_key, Arc::new(copy));
+                }
+                return Err(err);
+            }
+        };
+        self.inner.compiled.insert((pin, role), Arc::clone(&module));
+        Ok(LoadedModule::wasm(
+            module,
+            limits,
+            self.inner.engine.clone(),
+            self.inner.config.epoch_tick,
+        ))
+    }
+
+    /// Inspects component bytes without running them: roles, contract
+    /// version, imports (and whether the sandbox refuses them), size and
+    /// digest. `label` names the component in errors.
+    pub fn inspect(&self, bytes: &[u8], label: &str) -> Result<Inspection, LoadError> {
+        crate::inspect::inspect(&self.inner.engine, bytes, label)
+    }
+
+    /// The module of pinned `source` for `role`: from its artifact or
+    /// fetched, checked against its pin and compiled, then linked.
+    fn build(
+        &self,
+        source: &ModuleRef,
+        pin: &str,
+        role: Role,
+        label: String,
+    ) -> Result<Arc<WasmModule>, LoadError> {
+        let component = match self.load_artifact(pin) {
             Some(component) => component,
             None => {
                 let bytes = fetch(source, &self.inner.config)?;
@@ -266,11 +312,11 @@ impl Host {
                 if actual != pin {
                     return Err(LoadError::DigestMismatch {
                         source_desc: label,
-                        expected: pin,
+                        expected: pin.to_string(),
                         actual,
                     });
                 }
-                self.compile(&bytes, &pin, &label)?
+                self.compile(&bytes, pin, &label)?
             }
         };
 
@@ -308,26 +354,12 @@ impl Host {
                 RolePre::Scorer(scorer::PriorityScorerPre::new(pre).map_err(wrong_world)?)
             }
         };
-        let module = Arc::new(WasmModule {
+        Ok(Arc::new(WasmModule {
             name: label,
-            sha256: pin.clone(),
+            sha256: pin.to_string(),
             role,
             pre: role_pre,
-        });
-        self.inner.compiled.insert((pin, role), Arc::clone(&module));
-        Ok(LoadedModule::wasm(
-            module,
-            limits,
-            self.inner.engine.clone(),
-            self.inner.config.epoch_tick,
-        ))
-    }
-
-    /// Inspects component bytes without running them: roles, contract
-    /// version, imports (and whether the sandbox refuses them), size and
-    /// digest. `label` names the component in errors.
-    pub fn inspect(&self, bytes: &[u8], label: &str) -> Result<Inspection, LoadError> {
-        crate::inspect::inspect(&self.inner.engine, bytes, label)
+        }))
     }
 
     fn load_artifact(&self, pin: &str) -> Option<Component> {

@@ -24,6 +24,41 @@ fn refused_imports(name: &str) -> Vec<String> {
     }
 }
 
+/// A refusal of pinned bytes is remembered: loading them again from the
+/// same source answers the same error without reading and compiling them
+/// again (the source is gone by then), while another source of the same
+/// bytes is read for itself.
+#[test]
+fn a_refused_component_is_not_compiled_again_on_every_load() {
+    let host = Host::new(HostConfig::default()).unwrap();
+    let bytes = std::fs::read(component("socket-filter")).unwrap();
+    let pin = sha256_hex(&bytes);
+    let dir = std::env::temp_dir().join(format!("nodewright-refused-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("socket-filter.wasm");
+    std::fs::write(&path, &bytes).unwrap();
+    let source = ModuleRef::Path(path.clone());
+
+    let first = host
+        .load(Role::InstanceFilter, &source, Some(&pin))
+        .unwrap_err();
+    assert!(
+        matches!(first, LoadError::ForbiddenImport { .. }),
+        "{first:?}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+    let again = host
+        .load(Role::InstanceFilter, &source, Some(&pin))
+        .unwrap_err();
+    assert_eq!(again.to_string(), first.to_string());
+
+    let elsewhere = ModuleRef::Path(dir.join("other.wasm"));
+    let err = host
+        .load(Role::InstanceFilter, &elsewhere, Some(&pin))
+        .unwrap_err();
+    assert!(matches!(err, LoadError::Read { .. }), "{err:?}");
+}
+
 #[test]
 fn filesystem_http_and_socket_imports_are_refused_at_load() {
     for (name, prefix) in [

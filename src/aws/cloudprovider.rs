@@ -6,7 +6,8 @@
 //!
 //! `create`: class status checked → an instance already launched for the
 //! claim is returned as is (idempotency, besides CreateFleet's client
-//! token) → `launch_options` → launch filters and capacity type
+//! token: first from what this provider launched lately, as EC2 may not
+//! list a fresh instance yet, then from DescribeInstances) → `launch_options` → launch filters and capacity type
 //! ([`plan`](crate::aws::instance::plan)) → launch templates ensured →
 //! CreateFleet (retried once if a template vanished) → the launched claim,
 //! annotated with the class hash and instance profile as Karpenter does.
@@ -51,6 +52,27 @@ pub struct AwsCloudProvider {
     settings: LaunchSettings,
     templates: LaunchTemplateProvider,
     instances: InstanceProvider,
+    /// What was launched lately, by claim (see [`launch_key`]), for
+    /// [`RECENT_LAUNCHES_TTL`]: a create retried before the claim's status
+    /// was written (a conflicting write, say) returns the same launch even
+    /// while EC2 does not list the instance yet (its eventual consistency),
+    /// where DescribeInstances would find nothing and a second instance be
+    /// launched.
+    recent: moka::sync::Cache<String, NodeClaim>,
+}
+
+/// How long a launch is remembered: far longer than EC2 takes to list a
+/// new instance and than a claim's status takes to be written.
+pub const RECENT_LAUNCHES_TTL: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// What a launch is remembered by: the claim's name and UID (a claim made
+/// again under the same name is another claim).
+fn launch_key(claim: &NodeClaim) -> String {
+    format!(
+        "{}/{}",
+        claim.metadata.name.as_deref().unwrap_or_default(),
+        claim.metadata.uid.as_deref().unwrap_or_default()
+    )
 }
 
 impl AwsCloudProvider {
@@ -68,6 +90,10 @@ impl AwsCloudProvider {
             instances: InstanceProvider::new(clients.ec2, &settings.cluster_name, unavailable),
             types,
             settings,
+            recent: moka::sync::Cache::builder()
+                .max_capacity(10_000)
+                .time_to_live(RECENT_LAUNCHES_TTL)
+                .build(),
         }
     }
 
@@ -466,6 +492,10 @@ impl CloudProvider for AwsCloudProvider {
             });
         }
         check_status(&class.class)?;
+        if let Some(launched) = self.recent.get(&launch_key(claim)) {
+            tracing::debug!(node_claim = %claim_name, "launched lately; returning that launch");
+            return Ok(launched);
+        }
         let pool = pool_of(claim);
         let template_tags = self.template_tags(&class.class, &pool)?;
         if let Some(instance) = self.instances.find_by_node_claim(&claim_name).await? {
@@ -572,14 +602,16 @@ impl CloudProvider for AwsCloudProvider {
             .find(&launched.instance_type, &zone)
             .map(|(_, o)| o.image_id.clone())
             .unwrap_or_default();
-        Ok(self.launched(
+        let out = self.launched(
             claim,
             &class.class,
             Some(&option.instance_type),
             offering,
             &launched.instance_id,
             &image_id,
-        ))
+        );
+        self.recent.insert(launch_key(claim), out.clone());
+        Ok(out)
     }
 
     async fn delete(&self, claim: &NodeClaim) -> Result<(), CloudProviderError> {

@@ -370,6 +370,30 @@ async fn one_create_makes_three_calls_cold_and_two_warm() {
     assert_eq!(calls(&mock), [2, 1, 2], "the template is cached");
 }
 
+/// A create retried before the claim's status was written (its write
+/// conflicted, say) while EC2 does not list the fresh instance yet — the
+/// mocked DescribeInstances finds nothing — returns the instance it
+/// launched instead of launching a second one.
+#[tokio::test]
+async fn a_retried_create_returns_its_launch_while_ec2_does_not_list_it_yet() {
+    let mock = mock_ec2(|_| {
+        CreateFleetOutput::builder()
+            .instances(fleet_instance("m5.large", "us-east-1a"))
+            .build()
+    });
+    let (cloud, _) = mocked_provider(&mock, "retry-cluster");
+    let class = class("retry-class", &mock_net(), "");
+    let retried = claim("retry-1", "retry-class", &["m5.large"], "on-demand");
+    let first = cloud.create(&retried, &class).await.unwrap();
+    let again = cloud.create(&retried, &class).await.unwrap();
+    assert_eq!(provider_id(&again), provider_id(&first));
+    assert_eq!(mock.fleets.lock().unwrap().len(), 1, "one CreateFleet");
+    // Another claim (of the same UID here) launches its own instance.
+    let other = claim("retry-2", "retry-class", &["m5.large"], "on-demand");
+    cloud.create(&other, &class).await.unwrap();
+    assert_eq!(mock.fleets.lock().unwrap().len(), 2);
+}
+
 #[tokio::test]
 async fn list_reads_every_page_of_describe_instances() {
     let instance = |id: &str| {

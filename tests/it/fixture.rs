@@ -154,6 +154,43 @@ impl Cluster {
         panic!("the cluster state never saw {count} nodes");
     }
 
+    /// Moves NodeClaim `name`'s launch a minute into the past (past
+    /// `LAUNCH_SETTLING`, when the cloud's "not found" for its instance is
+    /// believed) and waits for the cluster state to see it.
+    pub async fn backdate_launch(&self, name: &str) {
+        let claim = self.claims().get(name).await.unwrap();
+        let mut conditions = claim.status.unwrap().conditions.unwrap();
+        let launched = conditions
+            .iter_mut()
+            .find(|c| c.type_ == "Launched")
+            .expect("a Launched condition");
+        launched.last_transition_time = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::now() - k8s_openapi::jiff::SignedDuration::from_secs(60),
+        );
+        let patch = json!({"status": {"conditions": conditions}});
+        let written = self
+            .claims()
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap();
+        for _ in 0..200 {
+            let seen = self
+                .ctx
+                .state
+                .node_claims
+                .all()
+                .into_iter()
+                .find(|c| c.metadata.name.as_deref() == Some(name));
+            if seen
+                .is_some_and(|c| c.metadata.resource_version == written.metadata.resource_version)
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("the cluster state never saw {name} backdated");
+    }
+
     pub fn condition(claim: &NodeClaim, type_: &str) -> (String, String) {
         let c = claim
             .status

@@ -367,6 +367,7 @@ async fn a_termination_timestamp_already_past_deletes_the_pods_budgets_and_do_no
 async fn a_node_whose_instance_is_gone_is_released_at_once() {
     let cluster = registered(None).await;
     cluster.add_pods(&[pod("web", json!({}))]).await;
+    cluster.backdate_launch("general-a").await;
     let claim = cluster.claims().get("general-a").await.unwrap();
     let id = claim.status.unwrap().provider_id.unwrap();
     assert!(
@@ -389,6 +390,45 @@ async fn a_node_whose_instance_is_gone_is_released_at_once() {
     assert!(
         cluster.nodes().get_opt(NODE).await.unwrap().is_none(),
         "released without a drain"
+    );
+    cluster.driver.abort();
+}
+
+/// EC2 may answer "not found" for an instance it launched moments ago: a
+/// node of such a claim is not released on that word (its instance would
+/// run on without a node or claim), but terminated as usual once the
+/// launch has settled.
+#[tokio::test]
+async fn a_node_whose_fresh_instance_is_not_found_waits_for_the_launch_to_settle() {
+    let cluster = registered(None).await;
+    let claim = cluster.claims().get("general-a").await.unwrap();
+    let id = claim.status.unwrap().provider_id.unwrap();
+    assert!(
+        cluster
+            .cloud
+            .terminate_out_of_band(id.rsplit('/').next().unwrap())
+    );
+    let not_ready = json!({"status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}});
+    cluster
+        .nodes()
+        .patch_status(NODE, &PatchParams::default(), &Patch::Merge(&not_ready))
+        .await
+        .unwrap();
+    cluster
+        .nodes()
+        .delete(NODE, &DeleteParams::default())
+        .await
+        .unwrap();
+    cluster.terminate_until(5, |_| false).await;
+    assert!(
+        cluster.nodes().get_opt(NODE).await.unwrap().is_some(),
+        "released on a \"not found\" for an instance launched moments ago"
+    );
+    cluster.backdate_launch("general-a").await;
+    cluster.terminate_until(5, |_| false).await;
+    assert!(
+        cluster.nodes().get_opt(NODE).await.unwrap().is_none(),
+        "released once the launch settled"
     );
     cluster.driver.abort();
 }

@@ -4,13 +4,15 @@
 //! `drain`); then its instance is terminated and waited for, and the
 //! finalizer removed. A node whose instance is already gone (and which is
 //! not Ready) is released at once, so finalization never waits on an
-//! instance that does not exist.
+//! instance that does not exist — unless its claim launched moments ago
+//! (see `nodeclaim::gone_for_sure`): EC2 may not know that instance yet.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod, Taint};
+use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
@@ -25,7 +27,9 @@ use crate::apis::labels::{
 use crate::apis::{ConditionStatus, NodeClaim};
 use crate::cluster::pods::is_waiting_eviction;
 use crate::controllers::ControllerError;
-use crate::controllers::nodeclaim::{NodeClaimContext, node_claim_of, patch_conditions};
+use crate::controllers::nodeclaim::{
+    NodeClaimContext, gone_for_sure, node_claim_of, patch_conditions,
+};
 
 /// How often a terminating instance is checked again.
 const TERMINATING_POLL: Duration = Duration::from_secs(5);
@@ -89,6 +93,9 @@ pub async fn reconcile(ctx: &NodeClaimContext, node: &Node) -> Result<Action, Co
         }
     }
     if !is_ready(node)
+        && claim
+            .as_deref()
+            .is_none_or(|c| gone_for_sure(c, Timestamp::now()))
         && let Some(provider_id) = node.spec.as_ref().and_then(|s| s.provider_id.as_deref())
         && let Err(error) = ctx.cloud.get(provider_id).await
         && error.is_not_found()
@@ -164,6 +171,11 @@ pub async fn reconcile(ctx: &NodeClaimContext, node: &Node) -> Result<Action, Co
                 .inc();
         }
         match ctx.cloud.delete(claim).await {
+            Err(error) if error.is_not_found() && !gone_for_sure(claim, Timestamp::now()) => {
+                // EC2 may not know an instance it has just launched.
+                tracing::debug!(node = %name, %error, "instance of a fresh launch not found; trying again");
+                return Ok(Action::requeue(TERMINATING_POLL));
+            }
             Err(error) if error.is_not_found() => {}
             Ok(()) => {
                 set_claim_condition(

@@ -2,16 +2,19 @@
 //! termination controller drains it), then its instance is terminated and
 //! waited for, then the finalizer is removed. An instance the provider no
 //! longer finds counts as terminated, so a claim whose instance vanished
-//! always finalizes.
+//! always finalizes — once its termination was accepted or its launch is
+//! [`super::LAUNCH_SETTLING`] old: EC2 may not know an instance it has just
+//! launched, and believing it would leave that instance running.
 
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
 
-use super::{NodeClaimContext, nodes_of, patch_conditions};
+use super::{NodeClaimContext, gone_for_sure, nodes_of, patch_conditions};
 use crate::apis::ConditionStatus;
 use crate::apis::NodeClaim;
 use crate::apis::conditions::{NODE_CLAIM_INSTANCE_TERMINATING, set_condition};
@@ -59,6 +62,12 @@ pub async fn finalize(
         .is_some();
     if launched {
         match ctx.cloud.delete(claim).await {
+            Err(error) if error.is_not_found() && !gone_for_sure(claim, Timestamp::now()) => {
+                // Launched moments ago: EC2 may not know the instance yet;
+                // finalizing now would leave it running without a claim.
+                tracing::debug!(nodeclaim = %name, %error, "instance of a fresh launch not found; trying again");
+                return Ok(Action::requeue(TERMINATING_POLL));
+            }
             Err(error) if error.is_not_found() => {}
             Ok(()) => {
                 mark_terminating(ctx, claim).await?;

@@ -5,7 +5,9 @@
 //!   whose NodeClaim was deleted meanwhile, say);
 //! - a registered NodeClaim whose instance the cloud no longer lists is
 //!   deleted, unless its Node is still Ready (the kubelet runs, so the cloud
-//!   may just be lagging), so its pods are provisioned again.
+//!   may just be lagging) or it launched less than
+//!   [`super::LAUNCH_SETTLING`] ago (EC2 may not list a fresh instance yet),
+//!   so its pods are provisioned again.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -15,7 +17,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams};
 
-use super::{NodeClaimContext, nodes_of};
+use super::{NodeClaimContext, gone_for_sure, nodes_of};
 use crate::apis::NodeClaim;
 use crate::apis::conditions::{NODE_CLAIM_REGISTERED, is_condition_true};
 use crate::controllers::ControllerError;
@@ -126,6 +128,7 @@ pub async fn collect(ctx: &NodeClaimContext) -> Result<Collected, ControllerErro
         if claim.metadata.deletion_timestamp.is_some()
             || !is_condition_true(conditions, NODE_CLAIM_REGISTERED)
             || !vanished
+            || !gone_for_sure(&claim, k8s_openapi::jiff::Timestamp::now())
         {
             continue;
         }

@@ -23,6 +23,9 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 
 pub use lifecycle::{reconcile, run};
 
+use crate::apis::conditions::{
+    NODE_CLAIM_INSTANCE_TERMINATING, NODE_CLAIM_LAUNCHED, find_condition, is_condition_true,
+};
 use crate::apis::{Condition, NodeClaim, NodeClaimStatus};
 use crate::cloudprovider::CloudProvider;
 use crate::cluster::ClusterState;
@@ -35,6 +38,15 @@ pub const REGISTRATION_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 /// A NodeClaim that could not launch this long after its first attempt is
 /// deleted (Karpenter: 5 minutes).
 pub const LAUNCH_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+/// How long after a launch EC2 may still not know the instance: for a few
+/// seconds after CreateFleet returned it, DescribeInstances leaves it out
+/// and answers `InvalidInstanceID.NotFound` for it, and so may
+/// TerminateInstances (EC2's eventual consistency). Until then a claim's
+/// instance the cloud says it does not find is not believed gone. Kept
+/// short, as it delays the cleanup of an instance that really died at
+/// once; an instance EC2 takes longer to know is left to garbage
+/// collection's orphan pass ([`garbage_collection::ORPHAN_GRACE`]).
+pub const LAUNCH_SETTLING: Duration = Duration::from_secs(15);
 
 /// What the NodeClaim controllers share.
 pub struct NodeClaimContext {
@@ -126,6 +138,29 @@ pub async fn delete_claim(client: &Client, claim: &NodeClaim) -> Result<bool, ku
     }
 }
 
+/// Whether the cloud's "not found" for `claim`'s instance means it is gone:
+/// its termination was already accepted (`InstanceTerminating`), or it
+/// launched more than [`LAUNCH_SETTLING`] ago (or has no launch time).
+/// Otherwise the instance may be one EC2 does not list yet, and a caller
+/// that believed it would orphan it or drop a claim that stands for it.
+pub fn gone_for_sure(claim: &NodeClaim, now: k8s_openapi::jiff::Timestamp) -> bool {
+    let conditions = claim
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_deref())
+        .unwrap_or_default();
+    if is_condition_true(conditions, NODE_CLAIM_INSTANCE_TERMINATING) {
+        return true;
+    }
+    match find_condition(conditions, NODE_CLAIM_LAUNCHED).filter(|c| c.is_true()) {
+        Some(launched) => {
+            let since = now.as_second() - launched.last_transition_time.0.as_second();
+            since >= LAUNCH_SETTLING.as_secs() as i64
+        }
+        None => true,
+    }
+}
+
 /// The Nodes that stand for `claim`: those with its provider ID.
 pub fn nodes_of(state: &ClusterState, claim: &NodeClaim) -> Vec<Arc<Node>> {
     let Some(provider_id) = claim.status.as_ref().and_then(|s| s.provider_id.as_deref()) else {
@@ -182,4 +217,49 @@ pub fn pool_and_zone(
         get(crate::apis::labels::NODE_POOL_LABEL_KEY),
         get(crate::apis::labels::ZONE_LABEL_KEY),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::jiff::{SignedDuration, Timestamp};
+
+    fn claim(conditions: serde_json::Value) -> NodeClaim {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": "c"},
+            "spec": {
+                "requirements": [],
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}
+            },
+            "status": {"conditions": conditions}
+        }))
+        .expect("a NodeClaim")
+    }
+
+    fn condition(type_: &str, at: Timestamp) -> serde_json::Value {
+        serde_json::json!({
+            "type": type_, "status": "True", "reason": type_, "message": "",
+            "lastTransitionTime": at.to_string()
+        })
+    }
+
+    #[test]
+    fn not_found_is_believed_only_once_a_launch_has_settled_or_termination_began() {
+        let now = Timestamp::now();
+        let at = |secs: i64| now - SignedDuration::from_secs(secs);
+        let fresh = claim(serde_json::json!([condition(NODE_CLAIM_LAUNCHED, at(5))]));
+        assert!(!gone_for_sure(&fresh, now), "launched 5 s ago");
+        let settled = claim(serde_json::json!([condition(NODE_CLAIM_LAUNCHED, at(16))]));
+        assert!(gone_for_sure(&settled, now), "launched 16 s ago");
+        let terminating = claim(serde_json::json!([
+            condition(NODE_CLAIM_LAUNCHED, at(5)),
+            condition(NODE_CLAIM_INSTANCE_TERMINATING, at(1)),
+        ]));
+        assert!(gone_for_sure(&terminating, now), "its termination began");
+        assert!(
+            gone_for_sure(&claim(serde_json::json!([])), now),
+            "never launched"
+        );
+    }
 }

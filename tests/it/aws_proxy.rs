@@ -11,7 +11,11 @@
 //! SDK's own retry classifiers and the controller's error handling see what
 //! they would see from AWS. Faults are drawn from a seeded PRNG: a seed
 //! gives the same sequence of decisions (which call gets one depends on the
-//! order calls arrive in, which concurrency varies a little).
+//! order calls arrive in, which concurrency varies a little). A plan can
+//! also show EC2's eventual consistency after a launch
+//! ([`FaultPlan::hide_launched_for`], see [`consistency`]).
+
+pub mod consistency;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
@@ -76,6 +80,8 @@ pub struct FaultPlan {
     scripted: Mutex<VecDeque<Fault>>,
     /// Per service (the signing name: `ec2`, `iam`, `sqs`, …).
     tally: Mutex<BTreeMap<String, Tally>>,
+    /// Instances EC2 does not know yet after their launch.
+    lag: consistency::LaunchLag,
 }
 
 impl FaultPlan {
@@ -92,7 +98,21 @@ impl FaultPlan {
             state: Mutex::new(seed),
             scripted: Mutex::new(VecDeque::new()),
             tally: Mutex::new(BTreeMap::new()),
+            lag: consistency::LaunchLag::default(),
         })
+    }
+
+    /// From now on, EC2 does not know an instance for `span` after the
+    /// CreateFleet that launched it: DescribeInstances leaves it out and
+    /// DescribeInstances or TerminateInstances naming it fails with
+    /// `InvalidInstanceID.NotFound`.
+    pub fn hide_launched_for(&self, span: std::time::Duration) {
+        self.lag.hide_for(span);
+    }
+
+    /// What hiding launched instances did so far.
+    pub fn lag(&self) -> consistency::LagTally {
+        self.lag.tally()
     }
 
     /// Answers the next calls with `faults`, one each, in order.
@@ -294,6 +314,18 @@ fn fault_answer(fault: Fault, protocol: Protocol, request_id: u64) -> Response<F
         .expect("a well-formed error answer")
 }
 
+/// EC2's answer to a call naming an instance it does not know.
+fn not_found_answer(instance: &str) -> Response<Full<Bytes>> {
+    let body = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Response><Errors><Error><Code>InvalidInstanceID.NotFound</Code><Message>The instance ID '{instance}' does not exist</Message></Error></Errors><RequestID>00000000-0000-4000-8000-000000000000</RequestID></Response>"
+    );
+    Response::builder()
+        .status(400)
+        .header("content-type", "text/xml;charset=UTF-8")
+        .body(Full::new(Bytes::from(body)))
+        .expect("a well-formed error answer")
+}
+
 async fn forward(
     upstream: SocketAddr,
     request: Request<Incoming>,
@@ -303,11 +335,15 @@ async fn forward(
     let (parts, body) = request.into_parts();
     let body = body.collect().await?.to_bytes();
     let operation = operation(&parts.headers, &body);
+    let service = service(&parts.headers);
+    let lag = faults.as_ref().filter(|_| service == "ec2").map(|p| &p.lag);
     if let Some(plan) = &faults {
-        let service = service(&parts.headers);
         if let Some(fault) = plan.decide(&service) {
             let id = plan.total().throttled + plan.total().failed;
             return Ok(fault_answer(fault, protocol(&service, &parts.headers), id));
+        }
+        if let Some(instance) = lag.and_then(|lag| lag.refuses(&operation, &body)) {
+            return Ok(not_found_answer(&instance));
         }
     }
     let stream = TcpStream::connect(upstream).await?;
@@ -318,7 +354,14 @@ async fn forward(
         .send_request(Request::from_parts(parts, Full::new(body)))
         .await?;
     let (mut parts, body) = answer.into_parts();
-    let body = rewrite(&operation, body.collect().await?.to_bytes());
+    let mut body = body.collect().await?.to_bytes();
+    if let Some(lag) = lag {
+        if operation == "CreateFleet" {
+            lag.launched(&body);
+        }
+        body = lag.filter(&operation, body);
+    }
+    let body = rewrite(&operation, body);
     parts.headers.remove(http::header::CONTENT_LENGTH);
     parts.headers.remove(http::header::TRANSFER_ENCODING);
     Ok(Response::from_parts(parts, Full::new(body)))

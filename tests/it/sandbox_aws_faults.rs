@@ -7,10 +7,19 @@
 //! owned by a NodeClaim and every NodeClaim's instance running, and no
 //! instance left once the sandbox stops. The times to Running are printed
 //! (`--nocapture`) and reported in docs/reliability.md. A deleted
-//! NodeClaim and an interruption are then replayed under faults.
+//! NodeClaim and an interruption are then replayed under faults, then a
+//! scale-down that consolidation answers and a drift that replaces every
+//! node; and a scale-up while EC2 does not know the instances it has just
+//! launched (eventual consistency), with a NodeClaim deleted in that span.
+//! Throughout, [`watch::Watch`] checks from outside that no NodeClaim
+//! points at a missing instance longer than the garbage collection's
+//! period and no instance runs without a NodeClaim long enough to be
+//! garbage collected.
 //!
 //! The tests of this module run one at a time, so that their times are
 //! not those of two sandboxes sharing the machine.
+
+mod watch;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -18,9 +27,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aws_sdk_ec2::types::{Filter, InstanceStateName};
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DeleteParams, ListParams};
-use nodewright::apis::NodeClaim;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use nodewright::apis::{EC2NodeClass, NodeClaim, NodePool};
 use nodewright::aws::clients::{AwsClients, AwsSettings};
 use nodewright::controllers::provisioning::BatchWindows;
 use nodewright::sim::sandbox::{CloudChoice, Sandbox, SandboxSettings};
@@ -28,17 +38,26 @@ use nodewright::sim::sandbox::{CloudChoice, Sandbox, SandboxSettings};
 use crate::aws_proxy::{AwsProxy, FaultPlan, Tally, start_with_faults, unchanged};
 use crate::moto::{moto, moto_clients};
 use crate::sandbox_aws::network;
+use watch::Watch;
 
 /// How long any one wait may take: far above what a run needs (the
 /// figures are in docs/reliability.md), as builds may share the 2 cores.
 const LIMIT: Duration = Duration::from_secs(300);
 /// Pods of the Deployment; one per m5.large (each asks for a whole CPU).
 const REPLICAS: usize = 3;
+/// How often garbage collection runs in its first 200 s, in which each
+/// scenario runs (`src/controllers/nodeclaim/garbage_collection.rs`): no
+/// NodeClaim may point at a missing instance longer.
+const GC_PERIOD: Duration = Duration::from_secs(10);
+/// How long EC2 does not know an instance after its launch, in the
+/// eventual-consistency scenario: under `LAUNCH_SETTLING` (15 s), within
+/// which the controller does not believe a "not found" for it.
+const HIDDEN: Duration = Duration::from_secs(8);
 
 /// One test of this module at a time.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-fn manifests(label: &str) -> String {
+fn manifests(label: &str, replicas: usize) -> String {
     format!(
         r#"
 apiVersion: karpenter.sh/v1
@@ -67,7 +86,7 @@ apiVersion: apps/v1
 kind: Deployment
 metadata: {{name: web}}
 spec:
-  replicas: {REPLICAS}
+  replicas: {replicas}
   selector: {{matchLabels: {{app: web}}}}
   template:
     metadata: {{labels: {{app: web}}}}
@@ -91,10 +110,18 @@ struct Scenario {
     queue_url: String,
     dir: PathBuf,
     started: Instant,
+    watch: Watch,
+    /// Pods the Deployment starts with.
+    replicas: usize,
 }
 
 impl Scenario {
     async fn start(label: &str, plan: Arc<FaultPlan>) -> Scenario {
+        Scenario::start_with(label, plan, REPLICAS).await
+    }
+
+    /// [`Scenario::start`] with a Deployment of `replicas` pods.
+    async fn start_with(label: &str, plan: Arc<FaultPlan>, replicas: usize) -> Scenario {
         if std::env::var_os("NODEWRIGHT_TEST_LOG").is_some() {
             nodewright::sim::sandbox::log::init(nodewright::sim::sandbox::log::LogFormat::Text);
         }
@@ -112,7 +139,7 @@ impl Scenario {
         let proxy = start_with_faults(&moto().endpoint, unchanged(), Some(plan.clone())).await;
         let dir = std::env::temp_dir().join(format!("nodewright-{label}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("all.yaml"), manifests(label)).unwrap();
+        std::fs::write(dir.join("all.yaml"), manifests(label, replicas)).unwrap();
         let started = Instant::now();
         let sandbox = Sandbox::start(
             SandboxSettings {
@@ -138,6 +165,7 @@ impl Scenario {
         )
         .await
         .unwrap();
+        let watch = Watch::start(sandbox.client(), clients.clone(), label);
         Scenario {
             label: label.to_string(),
             sandbox,
@@ -147,6 +175,8 @@ impl Scenario {
             queue_url,
             dir,
             started,
+            watch,
+            replicas,
         }
     }
 
@@ -154,10 +184,19 @@ impl Scenario {
         self.sandbox.client()
     }
 
-    /// Waits for `REPLICAS` web pods Running, none on a node in `not_on`;
+    /// Waits for the Deployment's first pods Running, none on a node in `not_on`;
     /// the time since start when the first and when the last ran, and
     /// their nodes.
     async fn running(&self, not_on: &BTreeSet<String>) -> (Duration, Duration, BTreeSet<String>) {
+        self.running_of(self.replicas, not_on).await
+    }
+
+    /// [`Scenario::running`] for `replicas` pods.
+    async fn running_of(
+        &self,
+        replicas: usize,
+        not_on: &BTreeSet<String>,
+    ) -> (Duration, Duration, BTreeSet<String>) {
         let pods: Api<Pod> = Api::namespaced(self.client(), "default");
         let deadline = Instant::now() + LIMIT;
         let mut first = None;
@@ -186,14 +225,14 @@ impl Scenario {
                 if count > 0 && first.is_none() {
                     first = Some(self.started.elapsed());
                 }
-                if list.items.len() == REPLICAS && count == REPLICAS {
+                if list.items.len() == replicas && count == replicas {
                     let all = self.started.elapsed();
                     return (first.unwrap_or(all), all, running);
                 }
             }
             if Instant::now() >= deadline {
                 panic!(
-                    "{}: timed out waiting for {REPLICAS} web pods Running; the cluster:\n{}",
+                    "{}: timed out waiting for {replicas} web pods Running; the cluster:\n{}",
                     self.label,
                     crate::fixture::cluster_dump(&self.client()).await
                 );
@@ -234,9 +273,62 @@ impl Scenario {
         }
     }
 
+    /// Scales the web Deployment to `replicas`.
+    async fn scale(&self, replicas: usize) {
+        let patch = serde_json::json!({"spec": {"replicas": replicas}});
+        Api::<Deployment>::namespaced(self.client(), "default")
+            .patch("web", &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap();
+    }
+
+    /// Waits until moto runs `count` instances for the cluster and they
+    /// are exactly those of the NodeClaims; the time it took.
+    async fn settled_at(&self, count: usize) -> Duration {
+        let since = Instant::now();
+        let deadline = since + LIMIT;
+        while self.instances().await.len() != count {
+            assert!(
+                Instant::now() < deadline,
+                "{}: never {count} instances: {:?}; the cluster:\n{}",
+                self.label,
+                self.instances().await,
+                crate::fixture::cluster_dump(&self.client()).await
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        self.settled().await;
+        assert_eq!(self.instances().await.len(), count, "{}", self.label);
+        since.elapsed()
+    }
+
     /// Stops the sandbox, checks that no instance of the cluster is left
-    /// in moto and returns what the faults came to.
+    /// in moto, that no NodeClaim pointed at a missing instance and no
+    /// instance ran without a NodeClaim longer than [`GC_PERIOD`] (an
+    /// instance only does between its launch and its NodeClaim's status
+    /// write; garbage collection would take it after 30 s), and returns
+    /// what the faults came to.
     async fn stop(self) -> Tally {
+        let seen = self.watch.seen();
+        drop(self.watch);
+        assert!(
+            seen.longest_missing.0 < GC_PERIOD,
+            "{}: a NodeClaim pointed at a missing instance for {:?}",
+            self.label,
+            seen.longest_missing
+        );
+        assert!(
+            seen.longest_orphan.0 < GC_PERIOD,
+            "{}: an instance ran without a NodeClaim for {:?}",
+            self.label,
+            seen.longest_orphan
+        );
+        eprintln!(
+            "{}: longest a NodeClaim pointed at a missing instance {:.1} s, longest an instance ran without one {:.1} s",
+            self.label,
+            seen.longest_missing.0.as_secs_f64(),
+            seen.longest_orphan.0.as_secs_f64()
+        );
         self.sandbox.stop().await;
         let left = instances(&self.clients, &self.label).await;
         assert!(left.is_empty(), "{}: left running: {left:?}", self.label);
@@ -375,6 +467,197 @@ async fn a_deleted_nodeclaim_and_an_interruption_recover_under_faults() {
     );
     let tally = scenario.stop().await;
     assert!(tally.throttled > 0 && tally.failed > 0, "{tally:?}");
+}
+
+impl Scenario {
+    /// Merge-patches the NodePool `general`.
+    async fn patch_pool(&self, patch: serde_json::Value) {
+        Api::<NodePool>::all(self.client())
+            .patch("general", &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap();
+    }
+}
+
+/// After the scale-up, the Deployment is scaled down to one pod and
+/// consolidation allowed: the emptied nodes go and their instances are
+/// terminated. Prints the time from the scale-down to one instance left.
+async fn scale_down(label: &str, plan: Arc<FaultPlan>) -> Tally {
+    let scenario = Scenario::start(label, plan).await;
+    scenario.running(&BTreeSet::new()).await;
+    scenario.settled().await;
+    scenario
+        .patch_pool(serde_json::json!({"spec": {"disruption": {
+            "consolidateAfter": "0s", "budgets": [{"nodes": "100%"}]
+        }}}))
+        .await;
+    scenario.scale(1).await;
+    let gone = scenario.settled_at(1).await;
+    scenario.running_of(1, &BTreeSet::new()).await;
+    let tally = scenario.stop().await;
+    eprintln!(
+        "{label}: {} of {REPLICAS} instances terminated {:.1} s after the scale-down; calls: {} forwarded, {} throttled, {} failed",
+        REPLICAS - 1,
+        gone.as_secs_f64(),
+        tally.forwarded,
+        tally.throttled,
+        tally.failed,
+    );
+    tally
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scale_down_is_consolidated_under_faults() {
+    let _serial = SERIAL.lock().await;
+    for (label, seed, throttle, error) in [
+        ("faults-down-20-5", 2026, 0.20, 0.05),
+        ("faults-down-50-10", 5011, 0.50, 0.10),
+    ] {
+        let tally = scale_down(label, FaultPlan::new(seed, throttle, error)).await;
+        assert!(
+            tally.throttled > 0 && tally.failed > 0,
+            "{label}: the plan never failed a call: {tally:?}"
+        );
+    }
+}
+
+/// A change to the EC2NodeClass (a tag) drifts every node: each is
+/// replaced by a node launched from the changed class, the pods run on
+/// the new nodes and the old instances are terminated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drift_replaces_every_node_under_faults() {
+    let _serial = SERIAL.lock().await;
+    let label = "faults-drift";
+    // Two nodes: drift replaces one node a pass, each pass 25 s
+    // (`POLL` + `VALIDATION_WAIT` of the disruption controller).
+    let nodes = 2;
+    let scenario = Scenario::start_with(label, FaultPlan::new(88, 0.20, 0.05), nodes).await;
+    let (_, _, before) = scenario.running(&BTreeSet::new()).await;
+    scenario.settled().await;
+    let old = scenario.instances().await;
+    scenario
+        .patch_pool(serde_json::json!({"spec": {"disruption": {"budgets": [{"nodes": "100%"}]}}}))
+        .await;
+    let changed = Instant::now();
+    let tags = serde_json::json!({"spec": {"tags": {"revision": "2"}}});
+    Api::<EC2NodeClass>::all(scenario.client())
+        .patch("default", &PatchParams::default(), &Patch::Merge(&tags))
+        .await
+        .unwrap();
+    let (_, _, after) = scenario.running(&before).await;
+    let running = changed.elapsed();
+    let deadline = Instant::now() + LIMIT;
+    loop {
+        let now = scenario.instances().await;
+        if now.len() == nodes && now.is_disjoint(&old) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{label}: old instances never all replaced: {now:?}, old {old:?}; the cluster:\n{}",
+            crate::fixture::cluster_dump(&scenario.client()).await
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let replaced = changed.elapsed();
+    scenario.settled().await;
+    assert!(after.is_disjoint(&before), "{after:?} {before:?}");
+    let tally = scenario.stop().await;
+    assert!(tally.throttled > 0 && tally.failed > 0, "{tally:?}");
+    eprintln!(
+        "{label}: after the class changed, every pod Running on a new node after {:.1} s, every old instance gone after {:.1} s; calls: {} forwarded, {} throttled, {} failed",
+        running.as_secs_f64(),
+        replaced.as_secs_f64(),
+        tally.forwarded,
+        tally.throttled,
+        tally.failed,
+    );
+}
+
+/// EC2 does not know an instance for [`HIDDEN`] after the CreateFleet
+/// that launched it (DescribeInstances leaves it out, and names it "not
+/// found" as TerminateInstances does), with 20 % throttling + 5 % errors:
+/// no NodeClaim is deleted or launched again for it, none of the
+/// instances is terminated, and a NodeClaim deleted within that span
+/// still has its instance terminated by its finalizer rather than left
+/// running for garbage collection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instances_ec2_does_not_know_yet_keep_their_nodeclaims() {
+    let _serial = SERIAL.lock().await;
+    let label = "faults-lag";
+    let plan = FaultPlan::new(4242, 0.20, 0.05);
+    plan.hide_launched_for(HIDDEN);
+    let scenario = Scenario::start(label, plan.clone()).await;
+    let (first, all, _) = scenario.running(&BTreeSet::new()).await;
+    scenario.settled().await;
+    let launched = scenario.watch.seen().claims;
+    assert_eq!(
+        launched.len(),
+        REPLICAS,
+        "a NodeClaim was replaced: {launched:?}"
+    );
+    let states = watch::states(&scenario.clients, label).await.unwrap();
+    assert_eq!(
+        states.len(),
+        REPLICAS,
+        "an instance was launched again or terminated: {states:?}"
+    );
+
+    // One more pod; its NodeClaim is deleted as soon as it launched.
+    scenario.scale(REPLICAS + 1).await;
+    let claims: Api<NodeClaim> = Api::all(scenario.client());
+    let deadline = Instant::now() + LIMIT;
+    let (fresh, instance) = loop {
+        let list = claims.list(&ListParams::default()).await.unwrap().items;
+        let found = list.iter().find_map(|c| {
+            let name = c.metadata.name.clone()?;
+            let id = c.status.as_ref()?.provider_id.clone()?;
+            (!launched.contains(&name)).then(|| (name, id.rsplit('/').next().map(str::to_string)))
+        });
+        if let Some((name, Some(id))) = found {
+            break (name, id);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{label}: no fourth NodeClaim launched"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let deleted = Instant::now();
+    claims
+        .delete(&fresh, &DeleteParams::default())
+        .await
+        .unwrap();
+    scenario.running_of(REPLICAS + 1, &BTreeSet::new()).await;
+    scenario.settled().await;
+    let finalized = deleted.elapsed();
+    let states = watch::states(&scenario.clients, label).await.unwrap();
+    assert_eq!(
+        states.get(&instance),
+        Some(&InstanceStateName::Terminated),
+        "{label}: the deleted NodeClaim's instance: {states:?}"
+    );
+    let seen = scenario.watch.seen();
+    // The three, the deleted one and the one launched for its pod: one
+    // instance each, none launched twice.
+    assert_eq!(seen.claims.len(), REPLICAS + 2, "{:?}", seen.claims);
+    assert_eq!(states.len(), REPLICAS + 2, "{states:?}");
+    let lag = plan.lag();
+    assert!(
+        lag.refused > 0 && lag.left_out > 0,
+        "{label}: EC2's lag never showed: {lag:?}"
+    );
+    let tally = scenario.stop().await;
+    assert!(tally.throttled > 0 && tally.failed > 0, "{tally:?}");
+    eprintln!(
+        "{label}: first pod Running after {:.1} s, all {REPLICAS} after {:.1} s; the NodeClaim deleted at its launch finalized (its instance terminated, its pod Running elsewhere) after {:.1} s; lag: {lag:?}; calls: {} forwarded, {} throttled, {} failed",
+        first.as_secs_f64(),
+        all.as_secs_f64(),
+        finalized.as_secs_f64(),
+        tally.forwarded,
+        tally.throttled,
+        tally.failed,
+    );
 }
 
 /// A cloud-provider call that still fails after the SDK's retries names

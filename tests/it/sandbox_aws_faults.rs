@@ -588,6 +588,10 @@ async fn instances_ec2_does_not_know_yet_keep_their_nodeclaims() {
     let plan = FaultPlan::new(4242, 0.20, 0.05);
     plan.hide_launched_for(HIDDEN);
     let scenario = Scenario::start(label, plan.clone()).await;
+    // No voluntary disruption: a claim replaced here must be the lag's doing.
+    scenario
+        .patch_pool(serde_json::json!({"spec": {"disruption": {"budgets": [{"nodes": "0"}]}}}))
+        .await;
     let (first, all, _) = scenario.running(&BTreeSet::new()).await;
     scenario.settled().await;
     let launched = scenario.watch.seen().claims;

@@ -35,7 +35,7 @@ use nodewright::aws::clients::{AwsClients, AwsSettings};
 use nodewright::controllers::provisioning::BatchWindows;
 use nodewright::sim::sandbox::{CloudChoice, Sandbox, SandboxSettings};
 
-use crate::aws_proxy::{AwsProxy, FaultPlan, Tally, start_with_faults, unchanged};
+use crate::aws_proxy::{AwsProxy, FaultPlan, Rewrite, Tally, start_with_faults, unchanged};
 use crate::moto::{moto, moto_clients};
 use crate::sandbox_aws::network;
 use watch::Watch;
@@ -99,6 +99,21 @@ spec:
     )
 }
 
+/// moto launches a CreateFleet instance without its launch template's
+/// security groups (its `groupSet` is empty), where EC2 gives it those
+/// groups: DescribeInstances answers get the cluster's group `group`, or
+/// every node would look drifted (`SecurityGroupDrift`).
+fn with_group(group: String) -> Rewrite {
+    Arc::new(move |operation: &str, body: bytes::Bytes| {
+        let text = String::from_utf8_lossy(&body);
+        if operation != "DescribeInstances" || !text.contains("<groupSet/>") {
+            return body;
+        }
+        let set = format!("<groupSet><item><groupId>{group}</groupId></item></groupSet>");
+        bytes::Bytes::from(text.replace("<groupSet/>", &set))
+    })
+}
+
 /// A sandbox on moto behind a proxy failing calls as its plan says.
 struct Scenario {
     label: String,
@@ -126,7 +141,7 @@ impl Scenario {
             nodewright::sim::sandbox::log::init(nodewright::sim::sandbox::log::LogFormat::Text);
         }
         let clients = moto_clients().await;
-        network(&clients, label, &format!("{label}-role")).await;
+        let group = network(&clients, label, &format!("{label}-role")).await;
         let queue_url = clients
             .sqs
             .create_queue()
@@ -136,7 +151,8 @@ impl Scenario {
             .unwrap()
             .queue_url
             .unwrap();
-        let proxy = start_with_faults(&moto().endpoint, unchanged(), Some(plan.clone())).await;
+        let proxy =
+            start_with_faults(&moto().endpoint, with_group(group), Some(plan.clone())).await;
         let dir = std::env::temp_dir().join(format!("nodewright-{label}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("all.yaml"), manifests(label, replicas)).unwrap();

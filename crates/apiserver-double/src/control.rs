@@ -1,11 +1,14 @@
 //! The control loops that run inside the double after every request, in
 //! the request's own lock (so a caller sees their effects as soon as its
 //! request returns): garbage collection, namespace deletion, pod garbage
-//! collection for removed nodes, PodDisruptionBudget status, and the
-//! workload controllers. Each change is routed to the objects it affects;
-//! each affected object is reconciled once per round, until nothing changes.
+//! collection for removed nodes, PodDisruptionBudget status, the
+//! workload controllers, and the expiry of Events ([`super::expiry`]).
+//! Each change is routed to the objects it affects; each affected object
+//! is reconciled once per round, until nothing changes.
 
 use std::collections::BTreeSet;
+
+use serde_json::Value;
 
 use super::State;
 use super::meta;
@@ -41,6 +44,8 @@ const WORKLOADS: &[&str] = &[
 impl State {
     /// Runs the control loops until no change is left to react to.
     pub fn settle(&mut self) {
+        let now = std::time::Instant::now();
+        self.expire_events(now);
         let mut work = BTreeSet::new();
         for _ in 0..MAX_ROUNDS {
             let changes = self.store.take_pending();
@@ -48,6 +53,7 @@ impl State {
                 return;
             }
             for change in &changes {
+                self.expiry.note(change, now);
                 self.route(change, &mut work);
             }
             for item in std::mem::take(&mut work) {
@@ -80,7 +86,10 @@ impl State {
             } else {
                 String::new()
             };
-            if workloads_on && (def.group == "apps" || def.group == "batch") {
+            if workloads_on
+                && (def.group == "apps" || def.group == "batch")
+                && concerns_owner(change)
+            {
                 work.insert(Work::Reconcile(
                     def.plural.clone(),
                     owner_namespace.clone(),
@@ -197,5 +206,82 @@ impl State {
         if let Err(e) = self.create(&def, namespace, account, &options) {
             tracing::debug!(error = %e.message, "API server double: no default ServiceAccount in {namespace}");
         }
+    }
+}
+
+/// Whether a change can matter to the workload that owns the object: not
+/// when a pod is updated without any of what a workload controller reads
+/// of its pods changing (a condition other than `Ready`, an annotation —
+/// the binder's `Unschedulable` marks, for one). A 5,000-pod burst writes
+/// each pod several times, and each owner reconcile reads every pod the
+/// owner has, under the lock every request waits on.
+fn concerns_owner(change: &Change) -> bool {
+    let (Some(previous), EventType::Modified) = (&change.previous, change.event) else {
+        return true;
+    };
+    if !change.storage.0.is_empty() || change.storage.1 != "pods" {
+        return true;
+    }
+    owner_view(previous) != owner_view(&change.object)
+}
+
+/// What the workload controllers read of a pod.
+type OwnerView<'a> = (
+    &'a str,
+    bool,
+    bool,
+    &'a str,
+    Option<&'a Value>,
+    Option<&'a Value>,
+);
+
+fn owner_view(pod: &Value) -> OwnerView<'_> {
+    (
+        meta::text(pod, "/status/phase"),
+        meta::is_pod_ready(pod),
+        meta::is_being_deleted(pod),
+        meta::text(pod, "/spec/nodeName"),
+        meta::at(pod, "/metadata/ownerReferences"),
+        meta::at(pod, "/metadata/labels"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::json;
+
+    use super::*;
+
+    fn pod_change(previous: Value, object: Value) -> Change {
+        Change {
+            resource_version: 2,
+            event: EventType::Modified,
+            storage: Arc::new((String::new(), "pods".into())),
+            namespace: "default".into(),
+            name: "p".into(),
+            object: Arc::new(object),
+            previous: Some(Arc::new(previous)),
+        }
+    }
+
+    #[test]
+    fn only_what_workloads_read_of_a_pod_concerns_its_owner() {
+        let pending = json!({"metadata": {"name": "p", "labels": {"app": "a"}}, "status": {"phase": "Pending"}});
+        let mut marked = pending.clone();
+        marked["status"]["conditions"] =
+            json!([{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]);
+        assert!(!concerns_owner(&pod_change(pending.clone(), marked)));
+        let mut bound = pending.clone();
+        bound["spec"] = json!({"nodeName": "n"});
+        assert!(concerns_owner(&pod_change(pending.clone(), bound)));
+        let mut running = pending.clone();
+        running["status"] =
+            json!({"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]});
+        assert!(concerns_owner(&pod_change(pending.clone(), running)));
+        let mut relabelled = pending.clone();
+        relabelled["metadata"]["labels"]["app"] = json!("b");
+        assert!(concerns_owner(&pod_change(pending, relabelled)));
     }
 }

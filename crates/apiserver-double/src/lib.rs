@@ -89,6 +89,7 @@ mod discovery;
 mod disruption;
 mod error;
 mod events;
+mod expiry;
 pub mod faults;
 #[cfg(test)]
 mod fixtures;
@@ -140,6 +141,7 @@ struct Options {
     validate_custom_resources: bool,
     workload_controllers: bool,
     bookmark_interval: Duration,
+    event_ttl: Duration,
 }
 
 /// Everything behind the lock.
@@ -148,6 +150,7 @@ struct State {
     registry: Registry,
     options: Options,
     authz: authz::Authorization,
+    expiry: expiry::EventExpiry,
 }
 
 struct Inner {
@@ -191,6 +194,14 @@ impl ApiServerBuilder {
     /// 20,000); older resourceVersions get `410 Gone`.
     pub fn history(mut self, changes: usize) -> Self {
         self.history = changes;
+        self
+    }
+
+    /// How long an Event is kept after its last write (default one hour,
+    /// as kube-apiserver's `--event-ttl`); expired Events are deleted at
+    /// the next write.
+    pub fn event_ttl(mut self, ttl: Duration) -> Self {
+        self.options.event_ttl = ttl;
         self
     }
 
@@ -247,6 +258,7 @@ impl ApiServerBuilder {
             registry: Registry::builtin(),
             options: self.options.clone(),
             authz: authz::Authorization::default(),
+            expiry: expiry::EventExpiry::new(self.options.event_ttl),
         };
         state.seed(self.crds);
         let _ = version.send_replace(state.store.current_version());
@@ -308,6 +320,7 @@ impl ApiServer {
                 validate_custom_resources: true,
                 workload_controllers: true,
                 bookmark_interval: Duration::from_secs(5),
+                event_ttl: Duration::from_secs(60 * 60),
             },
         }
     }

@@ -8,6 +8,8 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use super::meta;
+
 /// Where a collection is kept: `(group, plural)`.
 pub type Storage = (String, String);
 /// An object within a collection: `(namespace or "", name)`.
@@ -62,6 +64,18 @@ pub struct Store {
     dependents: HashMap<String, BTreeSet<(Storage, ObjKey)>>,
     /// Changes not yet seen by the in-server controllers.
     pending: Vec<Change>,
+    /// Controller uid → the pods it controls, counted at every write, so
+    /// a ReplicaSet's reconcile after a pod write needs no pass over its
+    /// pods (with 5,000 pods, those passes were most of the double's time).
+    controlled: HashMap<String, PodCounts>,
+}
+
+/// Pods of one controller that count as replicas: not being deleted and
+/// not finished; and of those, how many are `Ready`.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct PodCounts {
+    pub active: i64,
+    pub ready: i64,
 }
 
 fn owner_uids(object: &Value) -> Vec<String> {
@@ -99,6 +113,7 @@ impl Store {
             next_uid: 1,
             dependents: HashMap::new(),
             pending: Vec::new(),
+            controlled: HashMap::new(),
         }
     }
 
@@ -158,6 +173,11 @@ impl Store {
             .get(uid)
             .map(|d| d.iter().cloned().collect())
             .unwrap_or_default()
+    }
+
+    /// The pods controlled by the object of `uid`.
+    pub fn controlled_pods(&self, uid: &str) -> PodCounts {
+        self.controlled.get(uid).copied().unwrap_or_default()
     }
 
     /// Stores `object` (keyed by its metadata) with a new resourceVersion.
@@ -221,6 +241,32 @@ impl Store {
                 .entry(uid)
                 .or_default()
                 .insert(entry.clone());
+        }
+        if storage.0.is_empty() && storage.1 == "pods" {
+            if let Some(old) = old {
+                self.count_pod(old, -1);
+            }
+            if let Some(new) = new {
+                self.count_pod(new, 1);
+            }
+        }
+    }
+
+    /// Adds (`sign` 1) or takes away (-1) `pod` from its controller's counts.
+    fn count_pod(&mut self, pod: &Value, sign: i64) {
+        let Some(uid) = meta::controller_uid(pod) else {
+            return;
+        };
+        if !meta::is_active_pod(pod) {
+            return;
+        }
+        let counts = self.controlled.entry(uid.to_string()).or_default();
+        counts.active += sign;
+        if meta::is_pod_ready(pod) {
+            counts.ready += sign;
+        }
+        if *counts == PodCounts::default() {
+            self.controlled.remove(uid);
         }
     }
 
@@ -307,6 +353,51 @@ mod tests {
 
     fn pod(name: &str, v: u32) -> Value {
         json!({"metadata": {"namespace": "default", "name": name}, "v": v})
+    }
+
+    #[test]
+    fn controlled_pods_follow_every_write() {
+        let mut store = Store::new(100);
+        let storage = (String::new(), "pods".to_string());
+        let owned = |name: &str, status: Value| {
+            json!({
+                "metadata": {"namespace": "default", "name": name,
+                    "ownerReferences": [{"uid": "rs-1", "controller": true}]},
+                "status": status,
+            })
+        };
+        let ready =
+            json!({"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]});
+        store.put(&storage, owned("a", json!({"phase": "Pending"})));
+        store.put(&storage, owned("b", ready.clone()));
+        store.put(&storage, pod("c", 1));
+        assert_eq!(
+            store.controlled_pods("rs-1"),
+            PodCounts {
+                active: 2,
+                ready: 1
+            }
+        );
+        store.put(&storage, owned("a", ready));
+        assert_eq!(
+            store.controlled_pods("rs-1"),
+            PodCounts {
+                active: 2,
+                ready: 2
+            }
+        );
+        store.put(&storage, owned("b", json!({"phase": "Succeeded"})));
+        assert_eq!(
+            store.controlled_pods("rs-1"),
+            PodCounts {
+                active: 1,
+                ready: 1
+            }
+        );
+        store.remove(&storage, "default", "a");
+        store.remove(&storage, "default", "b");
+        assert_eq!(store.controlled_pods("rs-1"), PodCounts::default());
+        assert!(store.controlled.is_empty());
     }
 
     #[test]

@@ -84,13 +84,13 @@ pub(super) fn owned(state: &State, owner: &Value, storage: &Storage) -> Vec<Arc<
         .into_iter()
         .filter(|(s, _)| s == storage)
         .filter_map(|(s, (ns, name))| state.store.get(&s, &ns, &name).cloned())
-        .filter(|o| meta::controller_of(o).is_some_and(|r| r.uid == uid))
+        .filter(|o| meta::controller_uid(o) == Some(uid))
         .collect()
 }
 
 /// Pods counted as running replicas: not terminal and not being deleted.
 pub(super) fn is_active(pod: &Value) -> bool {
-    !meta::is_being_deleted(pod) && !meta::is_pod_terminal(pod)
+    meta::is_active_pod(pod)
 }
 
 /// Creates a pod from `template` owned by `owner`; `name` is exact when

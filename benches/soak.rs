@@ -40,6 +40,7 @@ fn main() {
         fd_slack: 0,
         seed: 25,
         progress: true,
+        event_ttl: Duration::from_secs(arg("NODEWRIGHT_SOAK_EVENT_TTL", 120)),
     };
     println!(
         "soak: {seconds} s, up to {pods} pods, {} Deployments",

@@ -65,8 +65,11 @@ pub struct Options {
     pub fd_slack: usize,
     /// Seeds the burst sizes.
     pub seed: u64,
-    /// Prints a line per burst to stderr.
+    /// Prints a line per burst, and RSS every 10 s, to stderr.
     pub progress: bool,
+    /// How long the API server double keeps an Event after its last write
+    /// (kube-apiserver's `--event-ttl`).
+    pub event_ttl: Duration,
 }
 
 /// The figures of one run, and what failed.
@@ -331,6 +334,7 @@ async fn run_in(options: &Options, dir: PathBuf, report: &mut Report) -> Result<
             idle: Duration::from_millis(300),
             max: Duration::from_secs(3),
         },
+        event_ttl: options.event_ttl,
         ..SandboxSettings::default()
     }
     .with_register_delay(Duration::from_millis(300));
@@ -441,12 +445,13 @@ async fn run_in(options: &Options, dir: PathBuf, report: &mut Report) -> Result<
         let ran = lock(&tracker).started - started_before;
         if options.progress {
             eprintln!(
-                "soak: {:>4.0} s  burst {} to {total} pods: {ran} started in {:.1} s; {} NodeClaims at most, RSS {} MiB",
+                "soak: {:>4.0} s  burst {} to {total} pods: {ran} started in {:.1} s; {} NodeClaims at most, RSS {} MiB, {} Events stored",
                 started.elapsed().as_secs_f64(),
                 report.bursts,
                 burst_start.elapsed().as_secs_f64(),
                 report.max_nodeclaims,
-                rss_kib() / 1024
+                rss_kib() / 1024,
+                sandbox.server().objects("", "events").len()
             );
         }
         if ran > 0 && total > 0 {
@@ -685,10 +690,16 @@ async fn tick(
     if let Ok(list) = claims.list(&ListParams::default()).await {
         report.max_nodeclaims = report.max_nodeclaims.max(list.items.len());
     }
-    samples
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push((started.elapsed(), sample(sandbox)));
+    let now = sample(sandbox);
+    let mut samples = samples.lock().unwrap_or_else(|e| e.into_inner());
+    samples.push((started.elapsed(), now));
+    if options.progress && samples.len().is_multiple_of(20) {
+        eprintln!(
+            "soak: {:>4.0} s  RSS {} MiB",
+            started.elapsed().as_secs_f64(),
+            now.rss_kib / 1024
+        );
+    }
 }
 
 /// Every instance in the cloud has a NodeClaim, and every NodeClaim with

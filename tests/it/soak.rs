@@ -31,6 +31,8 @@ async fn bursts_with_drift_and_interruptions_leak_nothing() {
         fd_slack: 256,
         seed: 7,
         progress: false,
+        // Short enough that the recorder meets Events that expired.
+        event_ttl: Duration::from_secs(10),
     };
     let report = run::run(options).await;
     eprintln!("{}", report.table());

@@ -51,6 +51,13 @@ const ASSUME_TTL: Duration = Duration::from_secs(30);
 /// A round runs at least this often, even without changes.
 const RESYNC: Duration = Duration::from_secs(10);
 
+/// Writes of one round in flight at once (bindings, `Unschedulable`
+/// conditions, pod starts): kube-scheduler binds each pod in its own
+/// goroutine and every node's kubelet starts its pods on its own, so no
+/// write waits for another pod's. One at a time, a 5,000-pod burst took
+/// minutes of request round trips.
+const PARALLEL_WRITES: usize = 32;
+
 /// What one binding round did.
 #[derive(Debug, Default, Clone)]
 pub struct BindRound {
@@ -156,6 +163,10 @@ impl Binder {
                 unschedulable = result.errors.len(),
                 "binding round"
             );
+            // Futures built first and then driven together: the stream
+            // holds no closure over borrowed data, which a spawned task
+            // could not prove `Send`.
+            let mut binds = Vec::new();
             let mut still_taking: HashMap<String, bool> = HashMap::new();
             for placement in &result.existing_node_placements {
                 let Some(pod) = pending.get(&placement.pod) else {
@@ -169,12 +180,16 @@ impl Binder {
                         takes
                     }
                 };
-                if takes && self.bind(pod, &placement.node).await {
-                    round
-                        .bound
-                        .push((placement.pod.clone(), placement.node.clone()));
+                if takes {
+                    binds.push(self.bind_placed(
+                        pod.clone(),
+                        placement.pod.clone(),
+                        placement.node.clone(),
+                    ));
                 }
             }
+            round.bound = all(binds).await;
+            let mut marks = Vec::new();
             for error in &result.errors {
                 let Some(pod) = pending.get(&error.pod) else {
                     continue;
@@ -183,13 +198,34 @@ impl Binder {
                     0 => "no nodes available to schedule pods".to_string(),
                     n => format!("0/{n} nodes are available: {}", error.reason),
                 };
-                if self.mark_unschedulable(pod, &message).await {
-                    round.unschedulable.push((error.pod.clone(), message));
-                }
+                marks.push(self.mark_placed(pod.clone(), error.pod.clone(), message));
             }
+            round.unschedulable = all(marks).await;
         }
         round.started = self.start_bound_pods().await;
         Ok(round)
+    }
+
+    /// [`Self::bind`] on owned data: `(pod, node)` when bound.
+    async fn bind_placed(
+        &self,
+        pod: Arc<Pod>,
+        key: PodKey,
+        node: String,
+    ) -> Option<(PodKey, String)> {
+        self.bind(&pod, &node).await.then_some((key, node))
+    }
+
+    /// [`Self::mark_unschedulable`] on owned data: `(pod, message)` when written.
+    async fn mark_placed(
+        &self,
+        pod: Arc<Pod>,
+        key: PodKey,
+        message: String,
+    ) -> Option<(PodKey, String)> {
+        self.mark_unschedulable(&pod, &message)
+            .await
+            .then_some((key, message))
     }
 
     /// Drops what the watch has caught up with, and pods that are gone.
@@ -419,40 +455,66 @@ impl Binder {
             .iter()
             .map(|(uid, (node, _))| (uid.clone(), node.clone()))
             .collect();
-        let mut started = Vec::new();
-        for pod in self.state.pods.all() {
-            let uid = pod.uid().unwrap_or_default();
-            let Some(node_name) = bound_node(&pod).or_else(|| assumed.get(&uid).cloned()) else {
-                continue;
-            };
-            let Some(node) = nodes.get(&node_name).filter(|n| is_ready(n)) else {
-                continue;
-            };
-            if !waits_to_start(&pod) || self.memory().started.contains(&uid) {
-                continue;
+        let to_start: Vec<(Arc<Pod>, String, Option<String>)> = {
+            let memory = self.memory();
+            self.state
+                .pods
+                .all()
+                .into_iter()
+                .filter_map(|pod| {
+                    let uid = pod.uid().unwrap_or_default();
+                    let node_name = bound_node(&pod).or_else(|| assumed.get(&uid).cloned())?;
+                    let node = nodes.get(&node_name).filter(|n| is_ready(n))?;
+                    if !waits_to_start(&pod) || memory.started.contains(&uid) {
+                        return None;
+                    }
+                    let ip = internal_ip(node);
+                    Some((pod, node_name, ip))
+                })
+                .collect()
+        };
+        let starts = to_start
+            .into_iter()
+            .map(|(pod, node_name, ip)| self.start(pod, node_name, ip))
+            .collect();
+        all(starts).await
+    }
+
+    /// Marks `pod`, bound to `node_name`, Running; its key when written.
+    async fn start(&self, pod: Arc<Pod>, node_name: String, ip: Option<String>) -> Option<String> {
+        let pod = pod.as_ref();
+        let api: Api<Pod> =
+            Api::namespaced(self.client.clone(), &pod.namespace().unwrap_or_default());
+        let patch = running_patch(pod, ip.as_deref());
+        match api
+            .patch_status(
+                &pod.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+        {
+            Ok(_) => {
+                self.memory().started.insert(pod.uid().unwrap_or_default());
+                tracing::info!(pod = %pod_key(pod), node = %node_name, "pod Running");
+                Some(pod_key(pod).to_string())
             }
-            let api: Api<Pod> =
-                Api::namespaced(self.client.clone(), &pod.namespace().unwrap_or_default());
-            let patch = running_patch(&pod, internal_ip(node).as_deref());
-            match api
-                .patch_status(
-                    &pod.name_any(),
-                    &PatchParams::default(),
-                    &Patch::Merge(&patch),
-                )
-                .await
-            {
-                Ok(_) => {
-                    self.memory().started.insert(uid);
-                    tracing::info!(pod = %pod_key(&pod), node = %node_name, "pod Running");
-                    started.push(pod_key(&pod).to_string());
-                }
-                Err(kube::Error::Api(status)) if status.code == 404 => {}
-                Err(error) => tracing::warn!(pod = %pod_key(&pod), %error, "cannot start pod"),
+            Err(kube::Error::Api(status)) if status.code == 404 => None,
+            Err(error) => {
+                tracing::warn!(pod = %pod_key(pod), %error, "cannot start pod");
+                None
             }
         }
-        started
     }
+}
+
+/// Drives `writes`, at most [`PARALLEL_WRITES`] at once; what succeeded.
+async fn all<T>(writes: Vec<impl Future<Output = Option<T>>>) -> Vec<T> {
+    let done: Vec<Option<T>> = futures::stream::iter(writes)
+        .buffer_unordered(PARALLEL_WRITES)
+        .collect()
+        .await;
+    done.into_iter().flatten().collect()
 }
 
 fn bound_node(pod: &Pod) -> Option<String> {

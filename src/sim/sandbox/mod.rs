@@ -118,6 +118,9 @@ pub struct SandboxSettings {
     /// token, [`identity`] — while the stand-ins and `kubectl` stay
     /// fault-free. `None`: no faults.
     pub faults: Option<Faults>,
+    /// How long the API server double keeps an Event after its last write
+    /// (kube-apiserver's `--event-ttl`, one hour by default).
+    pub event_ttl: Duration,
 }
 
 /// The identity nodewright's controllers run under in the sandbox, as the
@@ -154,6 +157,7 @@ impl Default for SandboxSettings {
             interruption_queue: None,
             controller_account: None,
             faults: None,
+            event_ttl: Duration::from_secs(60 * 60),
         }
     }
 }
@@ -239,6 +243,7 @@ impl Sandbox {
         let (major, minor) = KUBERNETES_VERSION;
         let server = crate::sim::double::builder()
             .kubernetes_version(major, minor)
+            .event_ttl(settings.event_ttl)
             .build();
         let listener = tokio::net::TcpListener::bind(settings.listen)
             .await

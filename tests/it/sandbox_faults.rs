@@ -134,10 +134,14 @@ async fn under_api_faults_pods_run_and_a_deleted_claim_drains_elsewhere() {
     assert_eq!(claims.len(), 2, "three 500m pods per m5.large");
 
     let old_node = before[0].spec.as_ref().unwrap().node_name.clone().unwrap();
-    let claim = claims
-        .iter()
-        .find(|c| c.status.as_ref().and_then(|s| s.node_name.as_deref()) == Some(&old_node))
-        .expect("the node's NodeClaim");
+    // A node's pods may run before its NodeClaim's status names the node.
+    let claim = eventually(&client, "the node's NodeClaim", || async {
+        settled(&sandbox).await.into_iter().find(|c| {
+            c.status.as_ref().and_then(|s| s.node_name.as_deref()) == Some(old_node.as_str())
+        })
+    })
+    .await;
+    let claim = &claim;
     let deleted = Instant::now();
     Api::<NodeClaim>::all(client.clone())
         .delete(claim.metadata.name.as_deref().unwrap(), &Default::default())

@@ -22,6 +22,7 @@ use aws_config::retry::RetryConfig;
 use aws_config::timeout::TimeoutConfig;
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_sdk_ec2::config::SharedCredentialsProvider;
+use aws_sdk_ec2::config::retry::{RetryPartition, TokenBucket};
 use aws_smithy_http_client::tls::{Provider, rustls_provider::CryptoMode};
 
 /// Attempts per call, the first included, before an error reaches the caller.
@@ -115,23 +116,49 @@ pub struct AwsClients {
 }
 
 impl AwsClients {
-    /// Clients sharing one SDK configuration.
+    /// Clients sharing one SDK configuration, each service with a retry
+    /// quota of its own ([`own_retry_quota`]).
     pub fn new(config: &SdkConfig) -> Self {
         let region = config
             .region()
             .map(|r| r.as_ref().to_string())
             .unwrap_or_default();
+        let ec2 = aws_sdk_ec2::config::Builder::from(config)
+            .retry_partition(own_retry_quota("ec2"))
+            .build();
+        let ssm = aws_sdk_ssm::config::Builder::from(config)
+            .retry_partition(own_retry_quota("ssm"))
+            .build();
+        let iam = aws_sdk_iam::config::Builder::from(config)
+            .retry_partition(own_retry_quota("iam"))
+            .build();
         let pricing = aws_sdk_pricing::config::Builder::from(config)
             .region(Region::new(pricing_region(&region)))
+            .retry_partition(own_retry_quota("pricing"))
+            .build();
+        let sqs = aws_sdk_sqs::config::Builder::from(config)
+            .retry_partition(own_retry_quota("sqs"))
             .build();
         AwsClients {
-            ec2: aws_sdk_ec2::Client::new(config),
-            ssm: aws_sdk_ssm::Client::new(config),
-            iam: aws_sdk_iam::Client::new(config),
+            ec2: aws_sdk_ec2::Client::from_conf(ec2),
+            ssm: aws_sdk_ssm::Client::from_conf(ssm),
+            iam: aws_sdk_iam::Client::from_conf(iam),
             pricing: aws_sdk_pricing::Client::from_conf(pricing),
-            sqs: aws_sdk_sqs::Client::new(config),
+            sqs: aws_sdk_sqs::Client::from_conf(sqs),
         }
     }
+}
+
+/// A retry quota (the SDK's token bucket: 500 tokens, 5 per retry, 10 per
+/// retried timeout, one back per first-try success) owned by one set of
+/// clients and their clones. The SDK's default keeps one quota per service
+/// and region for the whole process, so every sandbox a process starts
+/// (tests, `nodewright sandbox` runs) would share, and drain, the same
+/// one; a controller builds its clients once, so for it nothing changes.
+fn own_retry_quota(service: &'static str) -> RetryPartition {
+    RetryPartition::custom(service)
+        .token_bucket(TokenBucket::default())
+        .build()
 }
 
 #[cfg(test)]

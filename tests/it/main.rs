@@ -3,6 +3,7 @@ mod amis;
 mod apis;
 mod apiserver;
 mod aws_catalog;
+mod aws_errors;
 mod aws_launch;
 mod aws_network;
 mod aws_proxy;

@@ -5,13 +5,13 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use aws_sdk_ec2::error::DisplayErrorContext;
 use aws_sdk_ec2::primitives::{DateTime, DateTimeFormat};
 use aws_sdk_ec2::types::{ArchitectureValues, Filter, Image, ImageState};
 use nodewright_filter::{Ami, AmiState, Architecture};
 
 use super::query::{AmiQueries, DescribeQuery, ParameterQuery, QueryError, Variant, queries};
 use crate::apis::EC2NodeClassSpec;
+use crate::aws::errors::{ErrorKind, ServiceFailure};
 
 /// Most image ids one `image-id` filter carries.
 const IDS_PER_REQUEST: usize = 200;
@@ -23,14 +23,14 @@ pub enum AmiError {
     #[error(transparent)]
     Query(#[from] QueryError),
     /// SSM refused or failed a parameter read (a missing parameter is not an error).
-    #[error("reading SSM parameter {parameter} for {term}: {message}")]
+    #[error("reading SSM parameter {parameter} for {term}: {failure}")]
     Parameter {
         /// The parameter.
         parameter: String,
         /// The selector term that asked for it.
         term: String,
-        /// The SDK's error, with its causes.
-        message: String,
+        /// What SSM said.
+        failure: ServiceFailure,
     },
     /// A parameter holds something other than an image id.
     #[error(
@@ -45,13 +45,26 @@ pub enum AmiError {
         value: String,
     },
     /// EC2 refused or failed a `DescribeImages` call.
-    #[error("describing images for {term}: {message}")]
+    #[error("describing images for {term}: {failure}")]
     Describe {
         /// The selector term(s) the call served.
         term: String,
-        /// The SDK's error, with its causes.
-        message: String,
+        /// What EC2 said.
+        failure: ServiceFailure,
     },
+}
+
+impl AmiError {
+    /// Whether waiting may help (throttling, a server fault, a timeout):
+    /// the images found before still stand.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            AmiError::Parameter { failure, .. } | AmiError::Describe { failure, .. } => {
+                failure.kind != ErrorKind::Permanent
+            }
+            AmiError::Query(_) | AmiError::NotAnImageId { .. } => false,
+        }
+    }
 }
 
 /// Finds the images a class's `amiSelectorTerms` select.
@@ -168,7 +181,7 @@ impl AmiProvider {
                 return Err(AmiError::Parameter {
                     parameter: parameter.name.clone(),
                     term: parameter.term.clone(),
-                    message: DisplayErrorContext(&e).to_string(),
+                    failure: ServiceFailure::from_sdk("ssm:GetParameter", &e),
                 });
             }
         };
@@ -213,7 +226,7 @@ impl AmiProvider {
         while let Some(page) = pages.next().await {
             let page = page.map_err(|e| AmiError::Describe {
                 term: query.term.clone(),
-                message: DisplayErrorContext(&e).to_string(),
+                failure: ServiceFailure::from_sdk("ec2:DescribeImages", &e),
             })?;
             images.extend(page.images.unwrap_or_default());
         }

@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use aws_sdk_ec2::error::ProvideErrorMetadata;
+use aws_sdk_ec2::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_ec2::types::Filter;
 use serde::Serialize;
 
@@ -30,6 +30,7 @@ pub use template::{
 };
 
 use crate::apis::labels::EC2_NODE_CLASS_LABEL_KEY;
+use crate::aws::errors::ServiceFailure;
 use crate::cloudprovider::BoxError;
 
 /// How long a template known to exist is used without asking EC2 again. A
@@ -78,9 +79,24 @@ pub struct LaunchTemplateError {
     pub operation: &'static str,
     /// The template (or class) it was about.
     pub name: String,
-    /// The SDK error.
+    /// What the service said.
     #[source]
     pub source: BoxError,
+}
+
+impl LaunchTemplateError {
+    /// A failed call, showing the service's error code and message (the
+    /// SDK error itself displays as "service error").
+    fn from_sdk<E>(operation: &'static str, name: impl Into<String>, error: &SdkError<E>) -> Self
+    where
+        E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    {
+        LaunchTemplateError {
+            operation,
+            name: name.into(),
+            source: Box::new(ServiceFailure::from_sdk(operation, error)),
+        }
+    }
 }
 
 /// A template that exists in EC2.
@@ -144,11 +160,11 @@ impl LaunchTemplateProvider {
                 self.describe(&name).await?
             }
             Err(e) => {
-                return Err(LaunchTemplateError {
-                    operation: "ec2:CreateLaunchTemplate",
+                return Err(LaunchTemplateError::from_sdk(
+                    "ec2:CreateLaunchTemplate",
                     name,
-                    source: Box::new(e),
-                });
+                    &e,
+                ));
             }
         };
         self.remember(template.clone());
@@ -179,10 +195,8 @@ impl LaunchTemplateProvider {
             .send();
         let mut out = Vec::new();
         while let Some(page) = pages.next().await {
-            let page = page.map_err(|e| LaunchTemplateError {
-                operation: "ec2:DescribeLaunchTemplates",
-                name: node_class.to_string(),
-                source: Box::new(e),
+            let page = page.map_err(|e| {
+                LaunchTemplateError::from_sdk("ec2:DescribeLaunchTemplates", node_class, &e)
             })?;
             for template in page.launch_templates.unwrap_or_default() {
                 if let Some(name) = template.launch_template_name {
@@ -209,11 +223,11 @@ impl LaunchTemplateProvider {
         {
             Ok(_) => Ok(()),
             Err(e) if is_not_found(e.code()) => Ok(()),
-            Err(e) => Err(LaunchTemplateError {
-                operation: "ec2:DeleteLaunchTemplate",
-                name: name.to_string(),
-                source: Box::new(e),
-            }),
+            Err(e) => Err(LaunchTemplateError::from_sdk(
+                "ec2:DeleteLaunchTemplate",
+                name,
+                &e,
+            )),
         }
     }
 
@@ -234,11 +248,7 @@ impl LaunchTemplateProvider {
             .launch_template_names(name)
             .send()
             .await
-            .map_err(|e| LaunchTemplateError {
-                operation: "ec2:DescribeLaunchTemplates",
-                name: name.to_string(),
-                source: Box::new(e),
-            })?;
+            .map_err(|e| LaunchTemplateError::from_sdk("ec2:DescribeLaunchTemplates", name, &e))?;
         let found = output
             .launch_templates
             .unwrap_or_default()

@@ -13,14 +13,13 @@ use crate::extensions::{AmiSelection, run_blocking, unix_now};
 use crate::scheduling::{Blocked, BlockedReason};
 
 use super::super::{Context, ControllerError};
-use super::conditions::Stamp;
+use super::conditions::{Resolved, Stamp};
 
 /// What the AMI part of a pass decided.
 pub struct AmiOutcome {
-    /// `status.amis`.
-    pub amis: Vec<AMIStatus>,
-    /// `AMIsReady`.
-    pub condition: Condition,
+    /// `status.amis` and `AMIsReady`; `None` and `requeue_after` set when a
+    /// lookup hit a fault worth waiting out, so the stored ones stand.
+    pub resolved: Resolved<Vec<AMIStatus>>,
     /// The selector's run, for `ExtensionsReady` and events; `None` when
     /// discovery failed.
     pub selection: Option<AmiSelection>,
@@ -44,6 +43,16 @@ pub async fn select(
     stamp: &Stamp,
 ) -> Result<AmiOutcome, ControllerError> {
     let now = unix_now();
+    let found = match found {
+        Err(e) if e.is_transient() => {
+            tracing::warn!(error = %e, "AMI lookup failed; keeping the stored AMIs");
+            return Ok(AmiOutcome {
+                resolved: Resolved::keep(),
+                selection: None,
+            });
+        }
+        found => found,
+    };
     let (selection, why) = match found {
         Ok(found) => {
             let (class, config_maps) = (class.clone(), config_maps.to_vec());
@@ -72,8 +81,7 @@ pub async fn select(
     let condition =
         amis_ready_condition(&amis, why.as_deref(), stamp.generation, stamp.now.clone());
     Ok(AmiOutcome {
-        amis,
-        condition,
+        resolved: Resolved::to(amis, condition),
         selection,
     })
 }

@@ -253,15 +253,7 @@ async fn reconcile_in_span(
     let mut resolved = class.clone();
     resolved.status = Some(draft.status.clone());
     let amis = ami::select(context, &resolved, found_amis, &config_maps, &stamp).await?;
-    draft.fields.insert(
-        "amis".to_string(),
-        match amis.amis.is_empty() {
-            true => Value::Null,
-            false => serde_json::to_value(&amis.amis).unwrap_or(Value::Null),
-        },
-    );
-    draft.status.amis = non_empty(amis.amis.clone());
-    draft.updates.push(amis.condition.clone());
+    draft.take("amis", amis.resolved, |s, v| s.amis = non_empty(v));
     resolved.status = Some(draft.status.clone());
 
     let outcomes = extensions::run(context, &resolved, pools, &config_maps).await?;

@@ -61,6 +61,8 @@ pub struct FakeAws {
     pub dry_run: DryRun,
     /// What `DescribeCapacityReservations` lists (one page).
     pub reservations: Vec<CapacityReservation>,
+    /// `DescribeImages` answers `RequestLimitExceeded`, every time.
+    pub images_throttled: bool,
 }
 
 /// The mocked clients and the rules whose calls tests count.
@@ -77,6 +79,7 @@ impl Default for FakeAws {
             profiles: Arc::default(),
             dry_run: DryRun::Allowed,
             reservations: Vec::new(),
+            images_throttled: false,
         }
     }
 }
@@ -194,12 +197,23 @@ impl FakeAws {
                     .set_security_groups(Some(found.into_iter().collect()))
                     .build()
             });
-        let images = mock!(aws_sdk_ec2::Client::describe_images).then_output(|| {
-            DescribeImagesOutput::builder()
-                .images(image("ami-pending", ImageState::Pending))
-                .images(image("ami-gpu", ImageState::Available))
+        let images = if self.images_throttled {
+            mock!(aws_sdk_ec2::Client::describe_images)
+                .sequence()
+                .http_status(
+                    503,
+                    Some(ec2_error("RequestLimitExceeded", "Request limit exceeded.")),
+                )
+                .repeatedly()
                 .build()
-        });
+        } else {
+            mock!(aws_sdk_ec2::Client::describe_images).then_output(|| {
+                DescribeImagesOutput::builder()
+                    .images(image("ami-pending", ImageState::Pending))
+                    .images(image("ami-gpu", ImageState::Available))
+                    .build()
+            })
+        };
         let listed = self.reservations.clone();
         let reservations = mock!(aws_sdk_ec2::Client::describe_capacity_reservations)
             .then_compute_output(move |_| {

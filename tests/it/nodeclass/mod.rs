@@ -2,7 +2,8 @@
 //! server, with AWS played by SDK mocks ([`fake_aws`]): every status field
 //! and condition in one reconcile, selectors that match nothing, another
 //! controller's condition, capacity reservations down to reserved
-//! offerings, and throttled dry runs that must not unready a class.
+//! offerings, and throttled dry runs and AMI lookups that must not unready
+//! a class.
 
 mod fake_aws;
 
@@ -319,6 +320,45 @@ async fn throttling_during_validation_keeps_the_class_ready() {
     assert_eq!(condition(&after, "ValidationSucceeded"), &validated);
     assert_eq!(condition(&after, "Ready").status, ConditionStatus::True);
     assert!(events_about(&server, "steady").is_empty());
+}
+
+/// An AMI lookup that fails after the SDK's retries (here throttled, as
+/// once the process's retry quota is spent) leaves `status.amis` and
+/// `AMIsReady` as they were: emptying them unreadied the class, so no node
+/// could launch until a later pass happened to get through.
+#[tokio::test]
+async fn throttled_ami_lookups_keep_the_stored_amis() {
+    let server = nodewright::sim::double::server();
+    let fake = FakeAws::default();
+    let first = context_on(&server, &fake.mocked().clients);
+    let stored = create_and_reconcile(&first, class("imaged")).await;
+    assert_eq!(condition(&stored, "Ready").status, ConditionStatus::True);
+    let amis = stored.status.as_ref().and_then(|s| s.amis.clone());
+    assert!(amis.as_ref().is_some_and(|a| !a.is_empty()), "{amis:?}");
+    let amis_ready = condition(&stored, "AMIsReady").clone();
+
+    let throttled = FakeAws {
+        images_throttled: true,
+        ..fake.clone()
+    }
+    .mocked();
+    let second = context_on(&server, &throttled.clients);
+    let result = reconcile_node_class(&second, &stored)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        result.requeue_after,
+        nodewright::controllers::nodeclass::RETRY_AFTER_FAULT,
+        "looked at again soon"
+    );
+
+    let api: Api<EC2NodeClass> = Api::all(server.client());
+    let after = api.get("imaged").await.unwrap();
+    assert_eq!(after.status.as_ref().and_then(|s| s.amis.clone()), amis);
+    assert_eq!(condition(&after, "AMIsReady"), &amis_ready);
+    assert_eq!(condition(&after, "Ready").status, ConditionStatus::True);
+    assert!(events_about(&server, "imaged").is_empty());
 }
 
 #[tokio::test]

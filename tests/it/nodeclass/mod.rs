@@ -10,6 +10,7 @@ mod fake_aws;
 use std::sync::Arc;
 
 use apiserver_double::ApiServer;
+use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use nodewright::apis::{Condition, ConditionStatus, EC2NodeClass};
 use nodewright::aws::catalog::Catalog;
@@ -22,7 +23,7 @@ use nodewright::extensions::Extensions;
 use nodewright_host::HostConfig;
 use serde_json::json;
 
-pub use fake_aws::{DryRun, FakeAws, ROLE};
+pub use fake_aws::{DryRun, FakeAws, Mocked, ROLE};
 
 /// A controller context on `server` over `clients`, for cluster `demo`.
 pub fn context_on(server: &ApiServer, clients: &AwsClients) -> Arc<Context> {
@@ -284,6 +285,31 @@ async fn a_condition_written_after_the_class_was_read_is_kept() {
     assert_eq!(condition(&stored, "Ready").status, ConditionStatus::True);
 }
 
+/// Reconciles `stored` again as a restarted controller (nothing cached)
+/// over `fake`, whose faults the pass waits out: it asks to be looked at
+/// again after `RETRY_AFTER_FAULT`. The class as stored after the pass,
+/// and the clients (to count their calls).
+async fn reconcile_through_faults(
+    server: &ApiServer,
+    stored: &EC2NodeClass,
+    fake: FakeAws,
+) -> (EC2NodeClass, Mocked) {
+    let mocked = fake.mocked();
+    let context = context_on(server, &mocked.clients);
+    let result = reconcile_node_class(&context, stored)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        result.requeue_after,
+        nodewright::controllers::nodeclass::RETRY_AFTER_FAULT,
+        "looked at again soon"
+    );
+    let api: Api<EC2NodeClass> = Api::all(server.client());
+    let after = api.get(&stored.name_any()).await.unwrap();
+    (after, mocked)
+}
+
 #[tokio::test]
 async fn throttling_during_validation_keeps_the_class_ready() {
     let server = nodewright::sim::double::server();
@@ -297,26 +323,13 @@ async fn throttling_during_validation_keeps_the_class_ready() {
     let throttled = FakeAws {
         dry_run: DryRun::Throttled,
         ..fake.clone()
-    }
-    .mocked();
-    let second = context_on(&server, &throttled.clients);
-    let result = reconcile_node_class(&second, &stored)
-        .await
-        .unwrap()
-        .unwrap();
+    };
+    let (after, mocked) = reconcile_through_faults(&server, &stored, throttled).await;
     assert!(
-        throttled.launch_template_dry_runs.num_calls() >= 3,
+        mocked.launch_template_dry_runs.num_calls() >= 3,
         "the SDK retries a throttled call with backoff ({} attempts)",
-        throttled.launch_template_dry_runs.num_calls()
+        mocked.launch_template_dry_runs.num_calls()
     );
-    assert_eq!(
-        result.requeue_after,
-        nodewright::controllers::nodeclass::RETRY_AFTER_FAULT,
-        "looked at again soon"
-    );
-
-    let api: Api<EC2NodeClass> = Api::all(server.client());
-    let after = api.get("steady").await.unwrap();
     assert_eq!(condition(&after, "ValidationSucceeded"), &validated);
     assert_eq!(condition(&after, "Ready").status, ConditionStatus::True);
     assert!(events_about(&server, "steady").is_empty());
@@ -340,21 +353,8 @@ async fn throttled_ami_lookups_keep_the_stored_amis() {
     let throttled = FakeAws {
         images_throttled: true,
         ..fake.clone()
-    }
-    .mocked();
-    let second = context_on(&server, &throttled.clients);
-    let result = reconcile_node_class(&second, &stored)
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(
-        result.requeue_after,
-        nodewright::controllers::nodeclass::RETRY_AFTER_FAULT,
-        "looked at again soon"
-    );
-
-    let api: Api<EC2NodeClass> = Api::all(server.client());
-    let after = api.get("imaged").await.unwrap();
+    };
+    let (after, _) = reconcile_through_faults(&server, &stored, throttled).await;
     assert_eq!(after.status.as_ref().and_then(|s| s.amis.clone()), amis);
     assert_eq!(condition(&after, "AMIsReady"), &amis_ready);
     assert_eq!(condition(&after, "Ready").status, ConditionStatus::True);

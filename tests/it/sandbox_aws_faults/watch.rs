@@ -1,7 +1,9 @@
 //! Watches a faulted AWS sandbox from outside, straight against moto and
 //! the API server, four times a second: which NodeClaims ever existed, how
-//! long any NodeClaim pointed at an instance moto does not run, and how
-//! long any instance ran without a NodeClaim pointing at it.
+//! long any NodeClaim pointed at an instance moto does not run (apart for
+//! NodeClaims being deleted, whose finalizer terminates the instance and
+//! then waits for it), and how long any instance ran without a NodeClaim
+//! pointing at it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -17,9 +19,13 @@ use nodewright::aws::clients::AwsClients;
 pub struct Watched {
     /// Every NodeClaim name seen.
     pub claims: BTreeSet<String>,
-    /// The longest a NodeClaim pointed at an instance that was not pending
-    /// or running, and which.
+    /// The longest a NodeClaim not being deleted pointed at an instance
+    /// that was not pending or running, and which.
     pub longest_missing: (Duration, String),
+    /// The longest a NodeClaim being deleted pointed at an instance that
+    /// was not pending or running (terminated by its finalizer, which
+    /// polls until the instance is gone), and which.
+    pub longest_finalizing: (Duration, String),
     /// The longest an instance ran with no NodeClaim pointing at it, and
     /// which.
     pub longest_orphan: (Duration, String),
@@ -47,6 +53,7 @@ impl Watch {
         let task = tokio::spawn(async move {
             let claims: Api<NodeClaim> = Api::all(client);
             let mut missing: BTreeMap<String, Instant> = BTreeMap::new();
+            let mut finalizing: BTreeMap<String, Instant> = BTreeMap::new();
             let mut orphans: BTreeMap<String, Instant> = BTreeMap::new();
             loop {
                 tokio::time::sleep(Duration::from_millis(250)).await;
@@ -65,6 +72,12 @@ impl Watch {
                         Some((c.metadata.name.clone()?, id.rsplit('/').next()?.to_string()))
                     })
                     .collect();
+                let deleting: BTreeSet<String> = list
+                    .items
+                    .iter()
+                    .filter(|c| c.metadata.deletion_timestamp.is_some())
+                    .filter_map(|c| c.metadata.name.clone())
+                    .collect();
                 let live = |id: &str| {
                     matches!(
                         states.get(id),
@@ -75,12 +88,20 @@ impl Watch {
                 seen.claims
                     .extend(list.items.iter().filter_map(|c| c.metadata.name.clone()));
                 // A span ends when the claim or instance goes, or is set right.
-                missing.retain(|name, _| pointed.get(name).is_some_and(|id| !live(id)));
+                let stale = |name: &String| pointed.get(name).is_some_and(|id| !live(id));
+                missing.retain(|name, _| stale(name) && !deleting.contains(name));
+                finalizing.retain(|name, _| stale(name) && deleting.contains(name));
                 for (name, id) in &pointed {
-                    if !live(id) {
-                        let since = *missing.entry(name.clone()).or_insert(now);
-                        longest(&mut seen.longest_missing, now - since, name);
+                    if live(id) {
+                        continue;
                     }
+                    let (spans, record) = if deleting.contains(name) {
+                        (&mut finalizing, &mut seen.longest_finalizing)
+                    } else {
+                        (&mut missing, &mut seen.longest_missing)
+                    };
+                    let since = *spans.entry(name.clone()).or_insert(now);
+                    longest(record, now - since, name);
                 }
                 let owned: BTreeSet<&String> = pointed.values().collect();
                 let running: Vec<&String> = states

@@ -73,8 +73,8 @@ pub struct Tally {
 /// Which calls the proxy fails and how: a share of throttles and a share
 /// of 500s drawn from a seeded PRNG, after any scripted faults.
 pub struct FaultPlan {
-    throttle: f64,
-    error: f64,
+    /// The shares of throttled and of failed calls.
+    shares: Mutex<(f64, f64)>,
     state: Mutex<u64>,
     /// Faults answered first, one per call, before the drawn ones.
     scripted: Mutex<VecDeque<Fault>>,
@@ -88,13 +88,9 @@ impl FaultPlan {
     /// Throttles a share `throttle` of the calls and fails a share `error`
     /// of them with a 500 (both in 0..=1), drawn from `seed`.
     pub fn new(seed: u64, throttle: f64, error: f64) -> Arc<Self> {
-        assert!(
-            (0.0..=1.0).contains(&(throttle + error)),
-            "shares of calls: {throttle} + {error}"
-        );
+        check_shares(throttle, error);
         Arc::new(FaultPlan {
-            throttle,
-            error,
+            shares: Mutex::new((throttle, error)),
             state: Mutex::new(seed),
             scripted: Mutex::new(VecDeque::new()),
             tally: Mutex::new(BTreeMap::new()),
@@ -113,6 +109,13 @@ impl FaultPlan {
     /// What hiding launched instances did so far.
     pub fn lag(&self) -> consistency::LagTally {
         self.lag.tally()
+    }
+
+    /// From now on throttles a share `throttle` of the calls and fails a
+    /// share `error` of them.
+    pub fn set_shares(&self, throttle: f64, error: f64) {
+        check_shares(throttle, error);
+        *self.shares.lock().unwrap() = (throttle, error);
     }
 
     /// Answers the next calls with `faults`, one each, in order.
@@ -151,10 +154,11 @@ impl FaultPlan {
     fn decide(&self, service: &str) -> Option<Fault> {
         let scripted = self.scripted.lock().unwrap().pop_front();
         let fault = scripted.or_else(|| {
+            let (throttle, error) = *self.shares.lock().unwrap();
             let draw = self.draw();
-            if draw < self.throttle {
+            if draw < throttle {
                 Some(Fault::Throttle)
-            } else if draw < self.throttle + self.error {
+            } else if draw < throttle + error {
                 Some(Fault::ServerError)
             } else {
                 None
@@ -169,6 +173,14 @@ impl FaultPlan {
         }
         fault
     }
+}
+
+/// Shares of calls to fail, each in 0..=1 and together at most 1.
+fn check_shares(throttle: f64, error: f64) {
+    assert!(
+        throttle >= 0.0 && error >= 0.0 && throttle + error <= 1.0,
+        "shares of calls: {throttle} + {error}"
+    );
 }
 
 /// Starts a proxy to `upstream` (`http://127.0.0.1:PORT`, moto's endpoint).

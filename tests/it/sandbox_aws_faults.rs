@@ -35,7 +35,7 @@ use nodewright::aws::clients::{AwsClients, AwsSettings};
 use nodewright::controllers::provisioning::BatchWindows;
 use nodewright::sim::sandbox::{CloudChoice, Sandbox, SandboxSettings};
 
-use crate::aws_proxy::{AwsProxy, FaultPlan, Rewrite, Tally, start_with_faults};
+use crate::aws_proxy::{AwsProxy, Fault, FaultPlan, Rewrite, Tally, start_with_faults};
 use crate::moto::{moto, moto_clients};
 use crate::sandbox_aws::network;
 use watch::Watch;
@@ -436,6 +436,34 @@ async fn a_scale_up_completes_under_throttling_and_server_errors() {
             all.as_secs_f64() / free.as_secs_f64()
         );
     }
+}
+
+/// A run against a throttling EC2 spends the SDK's retry quota of the
+/// controllers' clients, and it comes back only a token per call that
+/// succeeds at once. The sandbox still terminates its instances when it
+/// stops, with EC2 throttling the first calls of the clean-up: more of them
+/// than a clean-up without the SDK's retries makes (five attempts,
+/// `STOP_ATTEMPTS` in src/sim/sandbox/aws.rs), fewer than one with them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_instances_are_terminated_at_stop_after_the_retry_quota_is_spent() {
+    let _serial = SERIAL.lock().await;
+    let label = "faults-quota";
+    let plan = FaultPlan::new(6, 0.0, 0.0);
+    let scenario = Scenario::start_with(label, plan.clone(), 1).await;
+    scenario.running(&BTreeSet::new()).await;
+    scenario.settled().await;
+    plan.set_shares(1.0, 0.0);
+    // Each listing is tried 5 times, 4 retries of 5 tokens: 60 listings
+    // want 1,200 of the 500 tokens.
+    let cloud = scenario.sandbox.cloud();
+    let listings = futures::future::join_all((0..60).map(|_| cloud.list())).await;
+    assert!(
+        listings.iter().all(Result::is_err),
+        "{label}: a listing got through"
+    );
+    plan.script(&[Fault::Throttle; 12]);
+    plan.set_shares(0.0, 0.0);
+    scenario.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

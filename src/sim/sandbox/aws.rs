@@ -21,14 +21,28 @@ const SERVICE_CIDR: &str = "10.100.0.0/16";
 /// The sandbox's cluster DNS IP, inside [`SERVICE_CIDR`].
 const CLUSTER_DNS_IP: &str = "10.100.0.10";
 
-/// The AWS cloud provider and what the EC2NodeClass controller is made from.
+/// The AWS cloud providers and what the EC2NodeClass controller is made from.
+pub struct AwsProviders {
+    /// The cloud provider the controllers launch and terminate with.
+    pub cloud: Arc<dyn CloudProvider>,
+    /// The same provider over clients of its own, for the clean-up when the
+    /// sandbox stops: the SDK's retry quota of the controllers' clients may
+    /// be spent by then (a run against a throttling EC2 spends it, and it
+    /// only comes back one token per call that succeeds at once), and a
+    /// clean-up without the SDK's retries leaves instances running.
+    pub cleanup: Arc<dyn CloudProvider>,
+    /// What the EC2NodeClass controller is made from.
+    pub setup: NodeClassSetup,
+}
+
+/// The AWS cloud providers and what the EC2NodeClass controller is made from.
 pub async fn providers(
     settings: &SandboxSettings,
     url: &str,
     instance_types: &Arc<InstanceTypeProvider>,
     unavailable: Arc<UnavailableOfferings>,
     kubernetes_version: &str,
-) -> (Arc<dyn CloudProvider>, NodeClassSetup) {
+) -> AwsProviders {
     let sdk = sdk_config(&AwsSettings {
         region: Some(settings.region.clone()),
         ..settings.aws.clone()
@@ -46,6 +60,12 @@ pub async fn providers(
     let cloud = Arc::new(AwsCloudProvider::new(
         clients.clone(),
         instance_types.clone(),
+        unavailable.clone(),
+        launch.clone(),
+    ));
+    let cleanup = Arc::new(AwsCloudProvider::new(
+        AwsClients::new(&sdk),
+        instance_types.clone(),
         unavailable,
         launch,
     ));
@@ -57,7 +77,11 @@ pub async fn providers(
             disable_dry_run: false,
         },
     };
-    (cloud, setup)
+    AwsProviders {
+        cloud,
+        cleanup,
+        setup,
+    }
 }
 
 /// Attempts at each call that cleans up when the sandbox stops (listing its
@@ -88,6 +112,27 @@ where
                 pause *= 2;
                 attempt += 1;
             }
+        }
+    }
+}
+
+/// Terminates the instances launched for the sandbox's cluster: they
+/// cannot outlive the cluster they were launched for.
+pub async fn terminate_instances(cloud: &dyn CloudProvider) {
+    let listing = with_retries("list the sandbox's instances", || cloud.list());
+    let launched = match listing.await {
+        Ok(launched) => launched,
+        Err(error) => {
+            tracing::error!(%error, "cannot list the sandbox's instances; terminate them by their eks:eks-cluster-name tag");
+            return;
+        }
+    };
+    for claim in launched {
+        let id = claim.status.as_ref().and_then(|s| s.provider_id.clone());
+        match with_retries("terminate an instance", || cloud.delete(&claim)).await {
+            Ok(()) => tracing::info!(instance = ?id, "instance terminated"),
+            Err(error) if error.is_not_found() => {}
+            Err(error) => tracing::error!(instance = ?id, %error, "cannot terminate instance"),
         }
     }
 }

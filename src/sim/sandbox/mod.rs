@@ -220,6 +220,9 @@ pub struct Sandbox {
     server: ApiServer,
     address: SocketAddr,
     cloud: Arc<dyn CloudProvider>,
+    /// The AWS cloud over clients of its own, to terminate the instances
+    /// when the sandbox stops; none for the simulated cloud.
+    cleanup: Option<Arc<dyn CloudProvider>>,
     simulated: Option<Arc<SimulatedCloudProvider>>,
     state: Arc<ClusterState>,
     applied: Vec<Applied>,
@@ -316,7 +319,7 @@ impl Sandbox {
         let kubernetes_version = format!("{major}.{minor}");
         let mut interruption_queue = None;
         let mut instance_status = None;
-        let (cloud, simulated, node_classes) = match settings.cloud {
+        let (cloud, cleanup, simulated, node_classes) = match settings.cloud {
             CloudChoice::Simulated => {
                 let simulated = Arc::new(SimulatedCloudProvider::new(
                     instance_types.clone(),
@@ -327,10 +330,14 @@ impl Sandbox {
                     },
                 ));
                 let cloud: Arc<dyn CloudProvider> = simulated.clone();
-                (cloud, Some(simulated), None)
+                (cloud, None, Some(simulated), None)
             }
             CloudChoice::Aws => {
-                let (cloud, setup) = aws::providers(
+                let aws::AwsProviders {
+                    cloud,
+                    cleanup,
+                    setup,
+                } = aws::providers(
                     &settings,
                     &format!("http://{address}"),
                     &instance_types,
@@ -345,7 +352,7 @@ impl Sandbox {
                     ))
                 });
                 instance_status = Some(InstanceStatusPolling::new(setup.clients.ec2.clone()));
-                (cloud, None, Some(setup))
+                (cloud, Some(cleanup), None, Some(setup))
             }
         };
         let mut tasks = JoinSet::new();
@@ -464,6 +471,7 @@ impl Sandbox {
             server,
             address,
             cloud,
+            cleanup,
             simulated,
             state,
             applied,
@@ -531,27 +539,6 @@ impl Sandbox {
         kubeconfig(&self.url())
     }
 
-    /// Terminates the instances launched for the sandbox's cluster: they
-    /// cannot outlive the cluster they were launched for.
-    async fn terminate_instances(&self) {
-        let listing = aws::with_retries("list the sandbox's instances", || self.cloud.list());
-        let launched = match listing.await {
-            Ok(launched) => launched,
-            Err(error) => {
-                tracing::error!(%error, "cannot list the sandbox's instances; terminate them by their eks:eks-cluster-name tag");
-                return;
-            }
-        };
-        for claim in launched {
-            let id = claim.status.as_ref().and_then(|s| s.provider_id.clone());
-            match aws::with_retries("terminate an instance", || self.cloud.delete(&claim)).await {
-                Ok(()) => tracing::info!(instance = ?id, "instance terminated"),
-                Err(error) if error.is_not_found() => {}
-                Err(error) => tracing::error!(instance = ?id, %error, "cannot terminate instance"),
-            }
-        }
-    }
-
     /// Stops every controller and stand-in, terminates the instances of an
     /// AWS sandbox, and closes the listener (open connections close with the
     /// runtime).
@@ -559,8 +546,8 @@ impl Sandbox {
         self.controllers.abort();
         let _ = (&mut self.controllers).await;
         self.tasks.shutdown().await;
-        if self.simulated.is_none() {
-            self.terminate_instances().await;
+        if let Some(cleanup) = &self.cleanup {
+            aws::terminate_instances(cleanup.as_ref()).await;
         }
         self.serving.abort();
         let _ = (&mut self.serving).await;

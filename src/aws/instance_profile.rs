@@ -329,6 +329,12 @@ impl InstanceProfileProvider {
             .get(&(class_uid.to_string(), role.to_string()))
     }
 
+    /// Drops what is cached of profile `name`: the next [`Self::get`] asks
+    /// IAM (EC2 said it does not know the profile).
+    pub fn forget(&self, name: &str) {
+        self.profiles.invalidate(name);
+    }
+
     /// Remembers that `profile` was made for class `class_uid` and `role`.
     pub fn remember_created(&self, class_uid: &str, role: &str, profile: &str) {
         self.recently_created.insert(

@@ -110,6 +110,10 @@ async fn for_role(
     let name = new_instance_profile_name(cluster, &region, &class_name);
     let tags = instance_profile_tags(class, cluster, &region);
     let path = instance_profile_path(&region, cluster, &uid);
+    // Until the class's status and the claims launched with the profiles
+    // are in the watch, the collector must not take them: protected before
+    // IAM makes the new one, as a collection pass may list it at once.
+    context.instance_profiles.protect(&name);
     match context
         .instance_profiles
         .ensure(&name, role, &tags, &path)
@@ -120,9 +124,6 @@ async fn for_role(
             context
                 .instance_profiles
                 .remember_created(&uid, role, &name);
-            // Until the class's status and the claims launched with the
-            // profiles are in the watch, the collector must not take them.
-            context.instance_profiles.protect(&name);
             if let Some(previous) = &stored {
                 context.instance_profiles.protect(previous);
             }

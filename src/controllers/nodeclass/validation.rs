@@ -13,7 +13,8 @@
 //!    `UnauthorizedOperation` sets `CreateLaunchTemplateAuthCheckFailed`,
 //!    `CreateFleetAuthCheckFailed` or `RunInstancesAuthCheckFailed`; an
 //!    unknown `spec.instanceProfile` sets `InstanceProfileNotFound` (a
-//!    profile nodewright just made is given time to appear); any other
+//!    profile nodewright made is given time to appear, and looked up in
+//!    IAM again, to be made anew if it is gone); any other
 //!    refusal sets `DryRunFailed` with EC2's error.
 //!
 //! Throttling and server faults (after the SDK's retries with backoff)
@@ -148,8 +149,24 @@ pub async fn resolve(
                         "spec.instanceProfile: instance profile {profile:?} not found ({message})"
                     ),
                 )),
-                // A profile just made may take a while to be seen by EC2.
-                None => Resolved::keep(),
+                // A profile just made may take a while to be seen by EC2;
+                // one deleted behind nodewright's back is made again once
+                // IAM, not the cache, is asked whether it exists.
+                None => {
+                    let profile = class
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.instance_profile.as_deref());
+                    tracing::warn!(
+                        profile,
+                        message,
+                        "EC2 does not know the class's instance profile; looking it up in IAM again"
+                    );
+                    if let Some(profile) = profile {
+                        context.instance_profiles.forget(profile);
+                    }
+                    Resolved::keep()
+                }
             }
         }
         Ok(DryRunVerdict::Rejected { call, error }) => Resolved::condition(stamp.not_ready(

@@ -51,6 +51,9 @@ pub enum DryRun {
     FleetUnauthorized,
 }
 
+/// A hook on `CreateInstanceProfile`, given the profile's name.
+pub type OnCreate = Arc<dyn Fn(&str) + Send + Sync>;
+
 /// A small AWS account answered by SDK mocks. Clones share the IAM state,
 /// so two controllers (a restart) see the same instance profiles.
 #[derive(Clone)]
@@ -63,6 +66,8 @@ pub struct FakeAws {
     pub reservations: Vec<CapacityReservation>,
     /// `DescribeImages` answers `RequestLimitExceeded`, every time.
     pub images_throttled: bool,
+    /// Called with the profile's name as IAM makes it.
+    pub on_create: Option<OnCreate>,
 }
 
 /// The mocked clients and the rules whose calls tests count.
@@ -80,6 +85,7 @@ impl Default for FakeAws {
             dry_run: DryRun::Allowed,
             reservations: Vec::new(),
             images_throttled: false,
+            on_create: None,
         }
     }
 }
@@ -262,6 +268,26 @@ impl FakeAws {
             .http_status(status, Some(body))
             .repeatedly()
             .build();
+        // EC2 knows only the profiles IAM has.
+        let profiles = self.profiles.clone();
+        let unknown_profile = mock!(aws_sdk_ec2::Client::run_instances)
+            .match_requests(move |r| {
+                let name = r
+                    .iam_instance_profile()
+                    .and_then(|p| p.name())
+                    .unwrap_or_default();
+                r.dry_run() == Some(true) && !profiles.lock().unwrap().contains_key(name)
+            })
+            .sequence()
+            .http_status(
+                400,
+                Some(ec2_error(
+                    "InvalidParameterValue",
+                    "Value (gone) for parameter iamInstanceProfile.name is invalid. Invalid IAM Instance Profile name",
+                )),
+            )
+            .repeatedly()
+            .build();
         let (status, body) = answer(self.dry_run, false);
         let run = mock!(aws_sdk_ec2::Client::run_instances)
             .match_requests(|r| r.dry_run() == Some(true))
@@ -279,6 +305,7 @@ impl FakeAws {
                 &reservations,
                 &launch_template,
                 &fleet,
+                &unknown_profile,
                 &run
             ],
             fast_retries!(aws_sdk_ec2)
@@ -333,9 +360,13 @@ impl FakeAws {
                 }
             });
         let profiles = self.profiles.clone();
+        let on_create = self.on_create.clone();
         let create =
             mock!(aws_sdk_iam::Client::create_instance_profile).then_compute_output(move |req| {
                 let name = req.instance_profile_name().unwrap_or_default();
+                if let Some(hook) = &on_create {
+                    hook(name);
+                }
                 profiles.lock().unwrap().insert(name.to_string(), None);
                 CreateInstanceProfileOutput::builder()
                     .instance_profile(iam_profile(name, None))

@@ -7,7 +7,7 @@
 
 mod fake_aws;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use apiserver_double::ApiServer;
 use kube::ResourceExt;
@@ -383,6 +383,89 @@ async fn an_unauthorized_dry_run_names_the_call() {
         )
     );
     assert_eq!(condition(&stored, "Ready").status, ConditionStatus::False);
+}
+
+/// The instance profile collector may run at any moment: a profile is
+/// protected from it before IAM is asked to make it, or a pass that lists
+/// it before the class's status names it deletes it.
+#[tokio::test]
+async fn a_profile_is_protected_from_the_collector_before_it_is_made() {
+    let server = nodewright::sim::double::server();
+    let context_cell: Arc<OnceLock<Arc<Context>>> = Arc::default();
+    let seen: Arc<Mutex<Vec<(String, bool)>>> = Arc::default();
+    let hook = {
+        let (context_cell, seen) = (context_cell.clone(), seen.clone());
+        move |name: &str| {
+            let protected = context_cell
+                .get()
+                .is_some_and(|c| c.instance_profiles.is_protected(name));
+            seen.lock().unwrap().push((name.to_string(), protected));
+        }
+    };
+    let fake = FakeAws {
+        on_create: Some(Arc::new(hook)),
+        ..FakeAws::default()
+    };
+    let context = context_on(&server, &fake.mocked().clients);
+    assert!(context_cell.set(context.clone()).is_ok());
+    let stored = create_and_reconcile(&context, class("fresh")).await;
+    let profile = stored
+        .status
+        .as_ref()
+        .unwrap()
+        .instance_profile
+        .clone()
+        .unwrap();
+    assert_eq!(*seen.lock().unwrap(), [(profile, true)]);
+}
+
+/// A profile nodewright made and someone deleted: once a dry run shows
+/// that EC2 no longer knows it (here the class's tags change, so the dry
+/// runs are not answered from their cache), the next pass asks IAM rather
+/// than its cache and makes a profile again, and the class is Ready again.
+#[tokio::test]
+async fn a_profile_deleted_behind_nodewrights_back_is_made_again() {
+    let server = nodewright::sim::double::server();
+    let fake = FakeAws::default();
+    let context = context_on(&server, &fake.mocked().clients);
+    let api: Api<EC2NodeClass> = Api::all(context.client.clone());
+    let stored = create_and_reconcile(&context, class("robbed")).await;
+    let profile = stored
+        .status
+        .as_ref()
+        .unwrap()
+        .instance_profile
+        .clone()
+        .unwrap();
+    assert_eq!(condition(&stored, "Ready").status, ConditionStatus::True);
+
+    fake.profiles.lock().unwrap().remove(&profile);
+    let tags = json!({"spec": {"tags": {"team": "a"}}});
+    let tagged = api
+        .patch("robbed", &PatchParams::default(), &Patch::Merge(&tags))
+        .await
+        .unwrap();
+    reconcile_node_class(&context, &tagged).await.unwrap();
+    // Validation of the new generation waits for the profile: not False.
+    let after = api.get("robbed").await.unwrap();
+    assert_ne!(condition(&after, "Ready").status, ConditionStatus::False);
+    assert!(!fake.profiles.lock().unwrap().contains_key(&profile));
+
+    reconcile_node_class(&context, &after).await.unwrap();
+    let again = api.get("robbed").await.unwrap();
+    let made = again
+        .status
+        .as_ref()
+        .unwrap()
+        .instance_profile
+        .clone()
+        .unwrap();
+    assert_eq!(
+        fake.profiles.lock().unwrap().get(&made),
+        Some(&Some(ROLE.to_string())),
+        "{made} made with its role"
+    );
+    assert_eq!(condition(&again, "Ready").status, ConditionStatus::True);
 }
 
 #[tokio::test]

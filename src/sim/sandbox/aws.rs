@@ -35,7 +35,8 @@ pub struct AwsProviders {
     pub setup: NodeClassSetup,
 }
 
-/// The AWS cloud providers and what the EC2NodeClass controller is made from.
+/// Builds the [`AwsProviders`] of a sandbox from its settings, against the
+/// endpoints of the default credential chain.
 pub async fn providers(
     settings: &SandboxSettings,
     url: &str,

@@ -15,7 +15,7 @@ use nodewright::controllers::nodeclass::reconcile_node_class;
 use serde_json::json;
 
 use crate::moto::{create_role, moto_clients, profile_exists};
-use crate::nodeclass::context_in;
+use crate::nodeclass::{context_in, instance_profile_of};
 
 const CLUSTER: &str = "gc-cluster";
 
@@ -65,14 +65,6 @@ where
     listed.items.into_iter().map(Arc::new).collect()
 }
 
-fn status_profile(class: &EC2NodeClass) -> String {
-    class
-        .status
-        .as_ref()
-        .and_then(|s| s.instance_profile.clone())
-        .unwrap()
-}
-
 #[tokio::test]
 async fn profiles_nothing_names_are_deleted_and_the_rest_kept_in_moto() {
     let clients = moto_clients().await;
@@ -91,7 +83,7 @@ async fn profiles_nothing_names_are_deleted_and_the_rest_kept_in_moto() {
     reconcile_node_class(&context, &classes.get("gc").await.unwrap())
         .await
         .unwrap();
-    let first = status_profile(&classes.get("gc").await.unwrap());
+    let first = instance_profile_of(&classes.get("gc").await.unwrap());
     classes
         .patch(
             "gc",
@@ -103,7 +95,7 @@ async fn profiles_nothing_names_are_deleted_and_the_rest_kept_in_moto() {
     reconcile_node_class(&context, &classes.get("gc").await.unwrap())
         .await
         .unwrap();
-    let second = status_profile(&classes.get("gc").await.unwrap());
+    let second = instance_profile_of(&classes.get("gc").await.unwrap());
     assert_ne!(first, second, "a new role gets a new profile");
 
     // Profiles under the cluster's path that nodewright did not just make.

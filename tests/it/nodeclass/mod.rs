@@ -79,6 +79,15 @@ pub fn condition<'a>(class: &'a EC2NodeClass, type_: &str) -> &'a Condition {
         .unwrap_or_else(|| panic!("no {type_} condition on {:?}", class.metadata.name))
 }
 
+/// The instance profile in `class`'s status.
+pub fn instance_profile_of(class: &EC2NodeClass) -> String {
+    class
+        .status
+        .as_ref()
+        .and_then(|s| s.instance_profile.clone())
+        .unwrap_or_else(|| panic!("no status.instanceProfile on {:?}", class.metadata.name))
+}
+
 /// `(type, reason, note)` of every event about EC2NodeClass `name`.
 pub fn events_about(server: &ApiServer, name: &str) -> Vec<(String, String, String)> {
     server
@@ -409,13 +418,7 @@ async fn a_profile_is_protected_from_the_collector_before_it_is_made() {
     let context = context_on(&server, &fake.mocked().clients);
     assert!(context_cell.set(context.clone()).is_ok());
     let stored = create_and_reconcile(&context, class("fresh")).await;
-    let profile = stored
-        .status
-        .as_ref()
-        .unwrap()
-        .instance_profile
-        .clone()
-        .unwrap();
+    let profile = instance_profile_of(&stored);
     assert_eq!(*seen.lock().unwrap(), [(profile, true)]);
 }
 
@@ -430,13 +433,7 @@ async fn a_profile_deleted_behind_nodewrights_back_is_made_again() {
     let context = context_on(&server, &fake.mocked().clients);
     let api: Api<EC2NodeClass> = Api::all(context.client.clone());
     let stored = create_and_reconcile(&context, class("robbed")).await;
-    let profile = stored
-        .status
-        .as_ref()
-        .unwrap()
-        .instance_profile
-        .clone()
-        .unwrap();
+    let profile = instance_profile_of(&stored);
     assert_eq!(condition(&stored, "Ready").status, ConditionStatus::True);
 
     fake.profiles.lock().unwrap().remove(&profile);
@@ -453,13 +450,7 @@ async fn a_profile_deleted_behind_nodewrights_back_is_made_again() {
 
     reconcile_node_class(&context, &after).await.unwrap();
     let again = api.get("robbed").await.unwrap();
-    let made = again
-        .status
-        .as_ref()
-        .unwrap()
-        .instance_profile
-        .clone()
-        .unwrap();
+    let made = instance_profile_of(&again);
     assert_eq!(
         fake.profiles.lock().unwrap().get(&made),
         Some(&Some(ROLE.to_string())),

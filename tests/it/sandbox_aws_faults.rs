@@ -10,7 +10,9 @@
 //! NodeClaim and an interruption, a scale-down that consolidation answers
 //! and a drift that replaces every node are then replayed at both fault
 //! levels; and a scale-up while EC2 does not know the instances it has just
-//! launched (eventual consistency), with a NodeClaim deleted in that span.
+//! launched (eventual consistency), with a NodeClaim deleted in that span;
+//! and a stop after the run spent the controllers' retry quota still
+//! terminates every instance.
 //! Throughout, [`watch::Watch`] checks from outside that no NodeClaim
 //! points at a missing instance longer than the garbage collection's
 //! period and no instance runs without a NodeClaim long enough to be

@@ -3,7 +3,8 @@
 //! tainted and marked before the replacement is created; it is deleted
 //! only once the replacement is initialized; a replacement deleted or not
 //! initialized in time rolls the command back (taint off, mark off, the
-//! candidate's NodeClaim kept).
+//! candidate's NodeClaim kept); a delete the API server refuses is tried
+//! again.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,7 +24,7 @@ use serde_json::json;
 use crate::fixture::eventually_within;
 
 struct Cluster {
-    _server: apiserver_double::ApiServer,
+    server: apiserver_double::ApiServer,
     client: kube::Client,
     state: Arc<ClusterState>,
     pool: Arc<NodePool>,
@@ -89,7 +90,7 @@ async fn cluster() -> Cluster {
         marks: Marks::default(),
     };
     Cluster {
-        _server: server,
+        server,
         client,
         state,
         pool,
@@ -188,18 +189,7 @@ async fn the_candidate_goes_once_its_replacement_is_initialized() {
     let started = started(&c).await;
     let replacement = started.replacements[0].clone();
     let claims: Api<NodeClaim> = Api::all(c.client.clone());
-    let initialized = json!({"status": {"conditions": [{
-        "type": "Initialized", "status": "True", "reason": "Initialized", "message": "",
-        "lastTransitionTime": "2026-11-26T12:00:00Z"
-    }]}});
-    claims
-        .patch_status(
-            &replacement,
-            &PatchParams::default(),
-            &Patch::Merge(&initialized),
-        )
-        .await
-        .unwrap();
+    initialize(&claims, &replacement).await;
     assert!(finish(&c.client, &c.state, &started, Duration::from_secs(30)).await);
     eventually_within("claim-a deleted", Duration::from_secs(10), || async {
         match claims.get_opt("claim-a").await.unwrap() {
@@ -208,6 +198,48 @@ async fn the_candidate_goes_once_its_replacement_is_initialized() {
         }
     })
     .await;
+}
+
+/// Initialized, as the lifecycle controller marks a claim.
+async fn initialize(claims: &Api<NodeClaim>, name: &str) {
+    let initialized = json!({"status": {"conditions": [{
+        "type": "Initialized", "status": "True", "reason": "Initialized", "message": "",
+        "lastTransitionTime": "2026-11-26T12:00:00Z"
+    }]}});
+    claims
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&initialized))
+        .await
+        .unwrap();
+}
+
+/// The API server answers the candidate's delete with conflicts for a few
+/// seconds: the delete is tried again, not taken for "already replaced".
+#[tokio::test]
+async fn a_refused_delete_of_the_candidate_is_tried_again() {
+    use apiserver_double::faults::{ErrorKind, Faults, Target, Verb};
+
+    let c = cluster().await;
+    let started = started(&c).await;
+    let claims: Api<NodeClaim> = Api::all(c.client.clone());
+    initialize(&claims, &started.replacements[0]).await;
+    c.server.set_faults(
+        Faults::seeded(7)
+            .target(Target::Everyone)
+            .only_resources(["nodeclaims"])
+            .error_rate(Verb::Delete, 1.0)
+            .errors([ErrorKind::Conflict, ErrorKind::Internal]),
+    );
+    let heal = async {
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        c.server.set_faults(Faults::default());
+    };
+    let (deleted, ()) = tokio::join!(
+        finish(&c.client, &c.state, &started, Duration::from_secs(30)),
+        heal
+    );
+    assert!(deleted);
+    let claim = claims.get_opt("claim-a").await.unwrap();
+    assert!(claim.is_none_or(|c| c.metadata.deletion_timestamp.is_some()));
 }
 
 #[tokio::test]

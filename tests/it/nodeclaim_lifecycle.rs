@@ -465,3 +465,56 @@ async fn garbage_collection_keeps_ready_nodes_unregistered_claims_and_claimed_in
     );
     cluster.driver.abort();
 }
+
+/// A 409 on the delete is "replaced" only when another claim stands under
+/// the name: a conflict on the claim itself is an error its caller retries
+/// (else an interruption or a disruption believed the claim gone while it
+/// kept running).
+#[tokio::test]
+async fn a_conflict_on_a_claims_delete_is_an_error_unless_the_claim_was_replaced() {
+    use apiserver_double::faults::{ErrorKind, Faults, Target, Verb};
+    use nodewright::apis::NodeClaim;
+    use nodewright::controllers::nodeclaim::delete_claim;
+
+    let server = nodewright::sim::double::server();
+    let claims: kube::Api<NodeClaim> = kube::Api::all(server.client());
+    let mut held = claim("general-a");
+    held.metadata.finalizers = Some(vec!["karpenter.sh/termination".to_string()]);
+    let held = claims.create(&PostParams::default(), &held).await.unwrap();
+    let conflicts = || {
+        Faults::seeded(1)
+            .target(Target::Everyone)
+            .error_rate(Verb::Delete, 1.0)
+            .errors([ErrorKind::Conflict])
+    };
+
+    server.set_faults(conflicts());
+    match delete_claim(&server.client(), &held).await {
+        Err(kube::Error::Api(status)) => assert_eq!(status.code, 409),
+        other => panic!("a conflict on the claim itself must be an error, got {other:?}"),
+    }
+    server.set_faults(Faults::default());
+    let standing = claims.get("general-a").await.unwrap();
+    assert!(standing.metadata.deletion_timestamp.is_none());
+    assert!(delete_claim(&server.client(), &held).await.unwrap());
+
+    // Made again under the same name: the old claim's delete leaves it be.
+    let mut old = claims.get("general-a").await.unwrap();
+    old.metadata.finalizers = None;
+    claims
+        .replace("general-a", &PostParams::default(), &old)
+        .await
+        .unwrap();
+    let again = claims
+        .create(&PostParams::default(), &claim("general-a"))
+        .await
+        .unwrap();
+    assert_ne!(again.metadata.uid, held.metadata.uid);
+    assert!(!delete_claim(&server.client(), &held).await.unwrap());
+    server.set_faults(conflicts());
+    assert!(!delete_claim(&server.client(), &held).await.unwrap());
+    server.set_faults(Faults::default());
+    let kept = claims.get("general-a").await.unwrap();
+    assert_eq!(kept.metadata.uid, again.metadata.uid);
+    assert!(kept.metadata.deletion_timestamp.is_none());
+}

@@ -119,18 +119,28 @@ pub async fn finish(
     }
     let mut deleted = false;
     for candidate in &started.candidates {
-        match delete_claim(client, &candidate.node_claim).await {
-            Ok(true) => {
-                record_disrupted(
-                    &candidate.node_claim,
-                    &started.method.reason().to_lowercase(),
-                );
-                deleted = true;
+        // A refused delete is tried again until the command's deadline, as
+        // Karpenter's queue requeues a command: its replacement is up.
+        loop {
+            match delete_claim(client, &candidate.node_claim).await {
+                Ok(true) => {
+                    record_disrupted(
+                        &candidate.node_claim,
+                        &started.method.reason().to_lowercase(),
+                    );
+                    deleted = true;
+                }
+                Ok(false) => {}
+                Err(error) if Instant::now() < deadline => {
+                    tracing::warn!(%error, nodeclaim = %candidate.node_claim.name_any(), "cannot delete a disrupted NodeClaim; retrying");
+                    tokio::time::sleep(POLL).await;
+                    continue;
+                }
+                Err(error) => {
+                    tracing::warn!(%error, nodeclaim = %candidate.node_claim.name_any(), "cannot delete a disrupted NodeClaim; it stays tainted for the next pass");
+                }
             }
-            Ok(false) => {}
-            Err(error) => {
-                tracing::warn!(%error, nodeclaim = %candidate.node_claim.name_any(), "cannot delete a disrupted NodeClaim; it stays tainted for the next pass");
-            }
+            break;
         }
     }
     deleted

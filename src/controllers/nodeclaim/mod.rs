@@ -119,6 +119,11 @@ fn conditions_mut(claim: &mut NodeClaim) -> &mut Vec<Condition> {
 /// Deletes `claim` — that object: a claim made again under its name is not
 /// touched (a UID precondition). `false` when it is already gone or was
 /// replaced, which is not an error.
+///
+/// A 409 is only taken for "replaced" once a read shows another UID under
+/// the name (or the claim already being deleted): a conflict the server answers for any other reason leaves the
+/// claim standing, and a caller that believed it replaced would never
+/// delete it.
 pub async fn delete_claim(client: &Client, claim: &NodeClaim) -> Result<bool, kube::Error> {
     let params = DeleteParams {
         preconditions: Some(Preconditions {
@@ -128,12 +133,19 @@ pub async fn delete_claim(client: &Client, claim: &NodeClaim) -> Result<bool, ku
         ..DeleteParams::default()
     };
     let name = claim.metadata.name.as_deref().unwrap_or_default();
-    match Api::<NodeClaim>::all(client.clone())
-        .delete(name, &params)
-        .await
-    {
+    let api = Api::<NodeClaim>::all(client.clone());
+    match api.delete(name, &params).await {
         Ok(_) => Ok(true),
-        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(false),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
+        Err(kube::Error::Api(status)) if status.code == 409 => match api.get_opt(name).await? {
+            Some(current)
+                if current.metadata.uid == claim.metadata.uid
+                    && current.metadata.deletion_timestamp.is_none() =>
+            {
+                Err(kube::Error::Api(status))
+            }
+            _ => Ok(false),
+        },
         Err(error) => Err(error),
     }
 }

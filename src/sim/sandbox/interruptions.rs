@@ -10,9 +10,12 @@
 //! handler, as if it had arrived on the queue. Kinds: `spot_interrupted`,
 //! `instance_stopped`, `instance_terminated`, `scheduled_change`,
 //! `rebalance_recommendation`, `capacity_reservation_interrupted`. Any other
-//! value gets a Warning event on the node listing them.
+//! value gets a Warning event on the node listing them. A message whose
+//! action fails (the API server refused a write) is delivered again, as
+//! the queue would.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
@@ -20,6 +23,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
+use tokio::task::JoinSet;
 
 use crate::cluster::ClusterState;
 use crate::controllers::interruption::InterruptionHandler;
@@ -100,22 +104,43 @@ pub struct Injector {
     pub recorder: Recorder,
 }
 
+/// The first wait before a message whose action failed is delivered again;
+/// it doubles up to [`REDELIVERY_MAX`].
+const REDELIVERY_FIRST: Duration = Duration::from_secs(1);
+
+/// The longest wait between two deliveries of one message.
+const REDELIVERY_MAX: Duration = Duration::from_secs(30);
+
+/// How long a message is delivered again: the interruption queue's message
+/// retention (`MessageRetentionPeriod` 300 s in the CloudFormation stack).
+const RETENTION: Duration = Duration::from_secs(300);
+
 impl Injector {
-    /// Runs until the Node feed ends.
+    /// Runs until the Node feed ends. Each message is delivered on a task of
+    /// its own, so one that is delivered again does not hold up the others;
+    /// the tasks end with this future.
     pub async fn run(self) {
-        let mut changes = std::pin::pin!(self.state.nodes.changes());
+        let this = Arc::new(self);
+        let mut deliveries = JoinSet::new();
+        let mut changes = std::pin::pin!(this.state.nodes.changes());
         while let Some(node) = changes.next().await {
+            while deliveries.try_join_next().is_some() {}
             let Some(kind) = node.annotations().get(INJECT_ANNOTATION_KEY).cloned() else {
                 continue;
             };
-            if let Err(error) = self.take_annotation(&node).await {
+            if let Err(error) = this.take_annotation(&node).await {
                 tracing::warn!(%error, node = %node.name_any(), "cannot take the interruption annotation off");
                 continue;
             }
-            self.inject(&node, &kind).await;
+            let this = this.clone();
+            deliveries.spawn(async move { this.inject(&node, &kind).await });
         }
     }
 
+    /// Delivers a message of `kind` for `node`'s instance until the handler
+    /// has acted on it, as SQS delivers a message again that was not deleted:
+    /// waiting 1 s, then twice as long each time up to 30 s, for as long as
+    /// the queue would keep it.
     async fn inject(&self, node: &Node, kind: &str) {
         let instance = node
             .spec
@@ -142,9 +167,20 @@ impl Injector {
         };
         tracing::info!(node = %node.name_any(), %instance, kind, "injecting an interruption message");
         let parsed = interruption::parse(&body);
-        self.handler
+        let started = Instant::now();
+        let mut wait = REDELIVERY_FIRST;
+        while !self
+            .handler
             .handle_parsed("sandbox", &parsed, body.len())
-            .await;
+            .await
+        {
+            if started.elapsed() + wait > RETENTION {
+                tracing::warn!(node = %node.name_any(), %instance, kind, "an interruption message was not acted on while the queue would keep it; dropped");
+                return;
+            }
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(REDELIVERY_MAX);
+        }
     }
 
     async fn take_annotation(&self, node: &Node) -> Result<(), kube::Error> {

@@ -425,6 +425,7 @@ const DOCS: &[&str] = &[
     "docs/getting-started-eks.md",
     "docs/migrating-from-karpenter.md",
     "docs/controller.md",
+    "docs/authoring-filters.md",
     "deploy/README.md",
     "deploy/helm/nodewright/README.md",
     "deploy/iam/README.md",
@@ -521,14 +522,18 @@ fn every_flag_and_chart_value_the_docs_name_exists() {
         "--wait",
         "--reuse-values",
         "--service-account",
+        // cargo's, in the filter guide's publishing section.
+        "--workspace",
+        "--target-dir",
     ];
 
     let set = regex::Regex::new(r"--set (?:\x22)?([A-Za-z0-9_.\\/\[\]-]+)=").unwrap();
     let backticked =
         regex::Regex::new(r"`([a-z][A-Za-z]*(?:\.[A-Za-z0-9*]+(?:\[\d+\])?)+)`").unwrap();
-    let command =
-        regex::Regex::new(r"nodewright (controller|sandbox|simulate|catalog|crds)\b([^\n`]*)")
-            .unwrap();
+    let command = regex::Regex::new(
+        r"nodewright (controller|sandbox|simulate|catalog|crds|filter [a-z]+)\b([^\n`]*)",
+    )
+    .unwrap();
     let flag_token = regex::Regex::new(r"(--[a-z][a-z0-9-]*)").unwrap();
     let prose_flag = regex::Regex::new(r"`(--[a-z][a-z0-9-]*)`").unwrap();
     let mut checked = 0;

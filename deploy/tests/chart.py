@@ -22,12 +22,14 @@ import helm_python  # noqa: E402
 RELEASE = "nodewright"
 NAMESPACE = "kube-system"
 
-# What the chart needs beyond Karpenter's getting-started values: nodewright
-# does not discover the cluster endpoint, and no image is published.
+# What the chart needs beyond Karpenter's getting-started values: no image
+# is published, so where the user pushed one.
 REQUIRED = [
-    "settings.clusterEndpoint=https://0123456789ABCDEF.gr7.us-east-1.eks.amazonaws.com",
     "controller.image.repository=111122223333.dkr.ecr.us-east-1.amazonaws.com/nodewright",
 ]
+
+# The endpoint nodes join, when given rather than asked of EKS.
+ENDPOINT = "settings.clusterEndpoint=https://0123456789ABCDEF.gr7.us-east-1.eks.amazonaws.com"
 
 # Karpenter's getting-started `helm upgrade --install` (step08), verbatim
 # but for the variables' values.

@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[2]
 POLICY = ROOT / "deploy" / "iam" / "controller-policy.json"
 README = ROOT / "deploy" / "iam" / "README.md"
 TEMPLATE = ROOT / "deploy" / "cloudformation" / "nodewright.yaml"
-SERVICES = {"ec2": "ec2", "ssm": "ssm", "iam": "iam", "pricing": "pricing", "sqs": "sqs"}
+SERVICES = {"ec2": "ec2", "eks": "eks", "ssm": "ssm", "iam": "iam", "pricing": "pricing", "sqs": "sqs"}
 
 # Actions AWS checks for a call besides the call's own action.
 IMPLIED = {

@@ -149,6 +149,16 @@ impl AwsClients {
     }
 }
 
+/// An EKS client on `config`, with a retry quota of its own: the controller
+/// asks EKS once, at start, for the cluster's endpoint
+/// ([`crate::aws::cluster::resolve_endpoint`]).
+pub fn eks_client(config: &SdkConfig) -> aws_sdk_eks::Client {
+    let eks = aws_sdk_eks::config::Builder::from(config)
+        .retry_partition(own_retry_quota("eks"))
+        .build();
+    aws_sdk_eks::Client::from_conf(eks)
+}
+
 /// A retry quota (the SDK's token bucket: 500 tokens, 5 per retry, 10 per
 /// retried timeout, one back per first-try success) owned by one set of
 /// clients and their clones. The SDK's default keeps one quota per service

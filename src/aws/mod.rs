@@ -3,13 +3,15 @@
 //! scheduler's instance types, prices, the providers an EC2NodeClass's
 //! status comes from (AMIs, subnets, security groups, instance profiles,
 //! capacity reservations, dry-run permission checks), launch templates and
-//! instances, the AWS cloud provider, and the SDK clients.
+//! instances, the AWS cloud provider, the SDK clients, and the cluster's
+//! endpoint from EKS.
 
 pub mod amis;
 pub mod capacity_reservations;
 pub mod catalog;
 pub mod clients;
 pub mod cloudprovider;
+pub mod cluster;
 pub mod dry_run;
 pub mod errors;
 pub mod filters;

@@ -10,6 +10,7 @@ mod aws_proxy;
 mod cli;
 mod cloudprovider;
 mod cluster;
+mod cluster_endpoint;
 mod cluster_state;
 mod controller;
 mod deploy;

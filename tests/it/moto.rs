@@ -12,7 +12,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use nodewright::aws::clients::{AwsClients, AwsSettings, sdk_config};
+use nodewright::aws::clients::{AwsClients, AwsSettings, eks_client, sdk_config};
 
 /// A running moto server.
 pub struct Moto {
@@ -110,6 +110,18 @@ pub async fn clients_as(endpoint: &str, key: &str, secret: &str) -> AwsClients {
         )),
     };
     AwsClients::new(&sdk_config(&settings).await)
+}
+
+/// An EKS client pointed at `endpoint`, signing as access key `key`.
+pub async fn eks_as(endpoint: &str, key: &str, secret: &str) -> aws_sdk_eks::Client {
+    let settings = AwsSettings {
+        region: Some("us-east-1".to_string()),
+        endpoint_url: Some(endpoint.to_string()),
+        credentials: Some(aws_sdk_ec2::config::Credentials::new(
+            key, secret, None, None, "moto",
+        )),
+    };
+    eks_client(&sdk_config(&settings).await)
 }
 
 fn start() -> Moto {

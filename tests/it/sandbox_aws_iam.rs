@@ -22,6 +22,14 @@
 //! - no action a call implies (`iam:PassRole`, `ec2:RunInstances` and
 //!   `ec2:CreateTags` for CreateFleet, `iam:TagInstanceProfile`).
 //!
+//! - not `eks:DescribeCluster` at all: with IAM enforced, moto 5.2.5 answers
+//!   the Rust SDK's EKS calls (REST, `GET /clusters/NAME`) with
+//!   `SignatureDoesNotMatch`, for a user allowed everything too (boto3's
+//!   same call passes). The sandbox is given its endpoint, so the scenario
+//!   makes no EKS call; the call is checked against the real policy on the
+//!   cluster's ARN (`policy::check_conditions`) and, as one the code makes,
+//!   by deploy/tests/check_iam.py.
+//!
 //! So the user holds the policy as moto can evaluate it
 //! (`policy::as_moto_evaluates`): the same statements, actions and conditions, with
 //! `Resource` widened to `*` for the actions moto checks against `*`, and

@@ -35,9 +35,9 @@ pub struct ControllerArgs {
     /// the embedded catalog's region (default us-east-1).
     #[arg(long, env = "AWS_REGION")]
     pub region: Option<String>,
-    /// The API server URL nodes join (`https://….eks.amazonaws.com`, as
-    /// `aws eks describe-cluster --query cluster.endpoint` prints it).
-    /// Required with `--cloud-provider aws`.
+    /// The API server URL nodes join (`https://….eks.amazonaws.com`). By
+    /// default, with `--cloud-provider aws`, asked of EKS at start
+    /// (`eks:DescribeCluster` for `--cluster-name`), as Karpenter does.
     #[arg(long, env = "CLUSTER_ENDPOINT")]
     pub cluster_endpoint: Option<String>,
     /// The cluster's CA bundle, base64-encoded PEM, for node bootstrap; by
@@ -46,7 +46,8 @@ pub struct ControllerArgs {
     #[arg(long, env = "CLUSTER_CA_BUNDLE")]
     pub cluster_ca_bundle: Option<String>,
     /// The cluster's service CIDR (`10.100.0.0/16`), which AL2023 nodes
-    /// (nodeadm) need; an IPv6 CIDR makes launched nodes IPv6.
+    /// (nodeadm) need; an IPv6 CIDR makes launched nodes IPv6. By default,
+    /// with `--cloud-provider aws`, asked of EKS at start.
     #[arg(long, env = "SERVICE_CIDR")]
     pub service_cidr: Option<String>,
     /// The cluster DNS IP nodes use when a class sets no
@@ -250,16 +251,24 @@ fn duration(text: &str) -> Result<Duration, String> {
 }
 
 impl ControllerArgs {
-    /// `--cluster-endpoint`, which `--cloud-provider aws` cannot launch
-    /// without.
-    pub fn cluster_endpoint(&self) -> Result<String, CliError> {
-        match (&self.cluster_endpoint, self.cloud_provider) {
-            (Some(endpoint), _) => Ok(endpoint.clone()),
-            (None, CloudProviderKind::Simulated) => Ok(String::new()),
-            (None, CloudProviderKind::Aws) => Err("--cloud-provider aws needs --cluster-endpoint \
-                 (or CLUSTER_ENDPOINT): the API server URL nodes join, as \
-                 `aws eks describe-cluster --query cluster.endpoint` prints it"
-                .into()),
+    /// `--cluster-endpoint` when given (an empty value counts as not
+    /// given, as the chart's default is), checked to be an `https://` URL
+    /// with a host, as Karpenter checks it.
+    pub fn cluster_endpoint(&self) -> Result<Option<String>, CliError> {
+        let Some(endpoint) = self.cluster_endpoint.as_deref().filter(|e| !e.is_empty()) else {
+            return Ok(None);
+        };
+        let host = endpoint
+            .strip_prefix("https://")
+            .map(|rest| rest.split(['/', ':']).next().unwrap_or_default());
+        match host {
+            Some(host) if !host.is_empty() => Ok(Some(endpoint.to_string())),
+            _ => Err(format!(
+                "--cluster-endpoint {endpoint:?} is not an https:// URL with a host; \
+                 pass the API server URL nodes join (`aws eks describe-cluster \
+                 --query cluster.endpoint`), or leave it out to have it asked of EKS"
+            )
+            .into()),
         }
     }
 

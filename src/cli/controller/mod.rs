@@ -90,7 +90,8 @@ pub fn run(args: &ControllerArgs) -> Result<(), CliError> {
                         .region()
                         .map(|r| r.to_string())
                         .ok_or("no AWS region: pass --region or set AWS_REGION")?;
-                    let launch = launch::launch_settings(args, &config, &client).await?;
+                    let eks = crate::aws::clients::eks_client(&sdk);
+                    let launch = launch::launch_settings(args, &config, &client, &eks).await?;
                     let clients = AwsClients::new(&sdk);
                     interruption_queue = queue_name.map(|name| {
                         Arc::new(interruption_queue::Queue::new(clients.sqs.clone(), name))
@@ -313,18 +314,28 @@ mod tests {
     }
 
     #[test]
-    fn launching_on_aws_needs_the_cluster_endpoint() {
-        let err = args(&[]).cluster_endpoint().unwrap_err().to_string();
-        assert!(err.contains("--cluster-endpoint"), "{err}");
-        assert!(
-            args(&["--cloud-provider", "simulated"])
+    fn the_cluster_endpoint_is_optional_and_checked_when_given() {
+        assert_eq!(args(&[]).cluster_endpoint().unwrap(), None);
+        assert_eq!(
+            args(&["--cluster-endpoint", ""])
                 .cluster_endpoint()
-                .is_ok()
+                .unwrap(),
+            None
         );
-        let endpoint = args(&["--cluster-endpoint", "https://k.example"])
+        let endpoint = args(&["--cluster-endpoint", "https://k.example:443/x"])
             .cluster_endpoint()
             .unwrap();
-        assert_eq!(endpoint, "https://k.example");
+        assert_eq!(endpoint.as_deref(), Some("https://k.example:443/x"));
+        for bad in ["k.example", "http://k.example", "https://", "https://:443"] {
+            let err = args(&["--cluster-endpoint", bad])
+                .cluster_endpoint()
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("--cluster-endpoint") && err.contains("https://"),
+                "{bad}: {err}"
+            );
+        }
     }
 
     #[test]

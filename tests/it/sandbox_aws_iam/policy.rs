@@ -203,6 +203,7 @@ pub(super) struct Made {
 pub(super) fn check_conditions(policy: &Value, made: Made) {
     let role = format!("arn:aws:iam::{ACCOUNT}:role/{NODE_ROLE}");
     let queue = format!("arn:aws:sqs:{REGION}:{ACCOUNT}:{CLUSTER}");
+    let cluster = format!("arn:aws:eks:{REGION}:{ACCOUNT}:cluster/{CLUSTER}");
     let (instance, template, profile) = (&made.instance, &made.template, &made.profile);
     let (i, t, p) = (&made.instance_tags, &made.template_tags, &made.profile_tags);
     let asks = [
@@ -233,6 +234,7 @@ pub(super) fn check_conditions(policy: &Value, made: Made) {
         Ask::new("iam:DeleteInstanceProfile", profile).tags("ResourceTag", p),
         Ask::new("sqs:ReceiveMessage", &queue),
         Ask::new("sqs:DeleteMessage", &queue),
+        Ask::new("eks:DescribeCluster", &cluster),
     ];
     let denied: Vec<String> = asks
         .iter()
@@ -245,7 +247,8 @@ pub(super) fn check_conditions(policy: &Value, made: Made) {
         denied.join("\n")
     );
     // The evaluator refuses what the policy's conditions keep out: another
-    // cluster's instance, a tag added after creation, the role to Lambda.
+    // cluster's instance, a tag added after creation, the role to Lambda,
+    // another cluster's endpoint.
     let mut other = i.clone();
     other.remove(&format!("kubernetes.io/cluster/{CLUSTER}"));
     other.insert(
@@ -256,6 +259,10 @@ pub(super) fn check_conditions(policy: &Value, made: Made) {
         Ask::new("ec2:TerminateInstances", instance).tags("ResourceTag", &other),
         Ask::new("ec2:CreateTags", instance).tags("RequestTag", i),
         Ask::new("iam:PassRole", &role).with("iam:PassedToService", "lambda.amazonaws.com"),
+        Ask::new(
+            "eks:DescribeCluster",
+            &format!("arn:aws:eks:{REGION}:{ACCOUNT}:cluster/other"),
+        ),
     ] {
         assert!(
             !allowed(policy, &ask),

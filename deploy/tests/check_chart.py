@@ -120,13 +120,23 @@ def validate(docs):
 
 
 def lint():
-    values = chart.values_of(KARPENTER_GETTING_STARTED + REQUIRED)
-    report = helm_python.lint(str(chart.CHART), values, strict=True, namespace=chart.NAMESPACE)
-    # Helm's severities: 1 info, 2 warning, 3 error.
-    bad = [m for m in report["messages"] if m["severity"] >= 2] + report["errors"]
-    if bad:
-        raise AssertionError(f"helm lint: {bad}")
-    return "; ".join(f"{m['path']}: {m['error']}" for m in report["messages"]) or "clean"
+    # The three value sets the renders below use: the defaults, Karpenter's
+    # getting-started values, and every setting moved off its default.
+    found = []
+    for name, sets in [
+        ("defaults", ["settings.clusterName=demo"] + REQUIRED),
+        ("getting started", KARPENTER_GETTING_STARTED + REQUIRED),
+        ("non-default", NON_DEFAULT),
+    ]:
+        values = chart.values_of(sets)
+        report = helm_python.lint(str(chart.CHART), values, strict=True, namespace=chart.NAMESPACE)
+        # Helm's severities: 1 info, 2 warning, 3 error.
+        bad = [m for m in report["messages"] if m["severity"] >= 2] + report["errors"]
+        if bad:
+            raise AssertionError(f"helm lint with the {name} values: {bad}")
+        notes = "; ".join(f"{m['path']}: {m['error']}" for m in report["messages"])
+        found.append(f"{name}: {notes or 'clean'}")
+    return "; ".join(found)
 
 
 def defaults():

@@ -21,6 +21,7 @@ use crate::apis::labels::{
 use crate::apis::nodeclaim::NodeClaimResources;
 use crate::apis::requirements::NodeSelectorRequirementWithMinValues;
 use crate::apis::{NodeClaim, NodeClaimSpec, NodePool, RequirementOperator};
+use crate::controllers::nodepool::{NODE_POOL_HASH_VERSION, node_pool_hash};
 use crate::scheduling::NewNodeClaim;
 use crate::scheduling::node_pool::requirements_to_api;
 
@@ -70,15 +71,19 @@ pub fn node_claim_object(pool: &NodePool, planned: &NewNodeClaim, name: String) 
         EC2_NODE_CLASS_LABEL_KEY.to_string(),
         template.spec.node_class_ref.name.clone(),
     );
+    // The hash of the template the claim is made from, computed here as
+    // Karpenter does: the pool's annotation lags (the NodePool controller
+    // stamps it), and a claim made before the first stamp would have none
+    // and could never drift.
     let mut annotations: BTreeMap<String, String> = template_meta.annotations.unwrap_or_default();
-    for key in [
-        NODE_POOL_HASH_ANNOTATION_KEY,
-        NODE_POOL_HASH_VERSION_ANNOTATION_KEY,
-    ] {
-        if let Some(value) = pool.annotations().get(key) {
-            annotations.insert(key.to_string(), value.clone());
-        }
-    }
+    annotations.insert(
+        NODE_POOL_HASH_ANNOTATION_KEY.to_string(),
+        node_pool_hash(pool),
+    );
+    annotations.insert(
+        NODE_POOL_HASH_VERSION_ANNOTATION_KEY.to_string(),
+        NODE_POOL_HASH_VERSION.to_string(),
+    );
 
     let mut requirements: Vec<NodeSelectorRequirementWithMinValues> =
         requirements_to_api(&planned.requirements)
@@ -213,6 +218,40 @@ spec:
         }
     }
 
+    /// A claim made before the NodePool controller first stamps the pool
+    /// (its write refused, say) still drifts when the template changes.
+    #[test]
+    fn a_claim_made_before_the_pool_is_stamped_drifts_when_its_template_changes() {
+        use crate::cloudprovider::DriftReason;
+        use crate::controllers::disruption::marking::node_pool_drift;
+
+        let stamp = |mut pool: NodePool| {
+            let hash = node_pool_hash(&pool);
+            pool.metadata.annotations = Some(BTreeMap::from([
+                (NODE_POOL_HASH_ANNOTATION_KEY.to_string(), hash),
+                (
+                    NODE_POOL_HASH_VERSION_ANNOTATION_KEY.to_string(),
+                    NODE_POOL_HASH_VERSION.to_string(),
+                ),
+            ]));
+            pool
+        };
+        let mut unstamped = pool();
+        unstamped.metadata.annotations = None;
+        let claim = node_claim_object(&unstamped, &planned(), "general-x".to_string());
+        assert_eq!(node_pool_drift(&stamp(unstamped.clone()), &claim), None);
+        let mut changed = unstamped;
+        if let Some(meta) = changed.spec.template.metadata.as_mut() {
+            meta.labels
+                .get_or_insert_with(BTreeMap::new)
+                .insert("team".to_string(), "api".to_string());
+        }
+        assert_eq!(
+            node_pool_drift(&stamp(changed), &claim),
+            Some(DriftReason::NodePoolDrifted)
+        );
+    }
+
     #[test]
     fn the_claim_carries_the_template_the_options_and_the_requests() {
         let claim = node_claim_object(&pool(), &planned(), "general-x".to_string());
@@ -223,7 +262,16 @@ spec:
         assert_eq!(labels[crate::apis::labels::ZONE_LABEL_KEY], "us-east-1a");
         let annotations = claim.metadata.annotations.clone().unwrap();
         assert_eq!(annotations["owner"], "platform");
-        assert_eq!(annotations[NODE_POOL_HASH_ANNOTATION_KEY], "123");
+        // The template's own hash, not the pool's (possibly stale) stamp.
+        assert_eq!(
+            annotations[NODE_POOL_HASH_ANNOTATION_KEY],
+            node_pool_hash(&pool())
+        );
+        assert_ne!(annotations[NODE_POOL_HASH_ANNOTATION_KEY], "123");
+        assert_eq!(
+            annotations[NODE_POOL_HASH_VERSION_ANNOTATION_KEY],
+            NODE_POOL_HASH_VERSION
+        );
         let owner = &claim.metadata.owner_references.as_ref().unwrap()[0];
         assert_eq!(
             (owner.kind.as_str(), owner.uid.as_str()),

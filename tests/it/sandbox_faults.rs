@@ -4,8 +4,9 @@
 //! through), watches drop and expire, every answer is 20 ms late. A
 //! Deployment's scale-up still runs every pod, a deleted NodeClaim still
 //! drains with its pods running elsewhere, a scale-down still consolidates,
-//! and once settled every NodeClaim has its instance and every instance its
-//! NodeClaim. Then the controllers are killed and restarted with
+//! an interrupted node is still replaced and a NodePool template change
+//! still drifts every node, and once settled every NodeClaim has its
+//! instance and every instance its NodeClaim. Then the controllers are killed and restarted with
 //! NodeClaims in flight and mid-drain: each is launched once and
 //! terminated once.
 //!
@@ -22,7 +23,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use nodewright::apis::NodeClaim;
+use nodewright::apis::{NodeClaim, NodePool};
 use nodewright::sim::sandbox::{Sandbox, SandboxSettings};
 use serde_json::json;
 
@@ -114,12 +115,23 @@ fn assert_faults_injected(sandbox: &Sandbox) {
     assert!(counts.delayed > 0, "{counts}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn under_api_faults_pods_run_and_a_deleted_claim_drains_elsewhere() {
+/// A faulted sandbox of `pool` whose Deployment `web` runs six 500m pods
+/// (three per m5.large), all Running and every NodeClaim settled.
+struct SixPods {
+    sandbox: Sandbox,
+    /// Kept while the sandbox runs.
+    _manifests: Manifests,
+    /// The pods, Running.
+    pods: Vec<Pod>,
+    /// The NodeClaims, settled.
+    claims: Vec<NodeClaim>,
+}
+
+async fn six_pods(name: &str, pool: &str) -> SixPods {
     let manifests = Manifests::new(
-        "faults-up",
+        name,
         &[
-            ("1-pool.yaml", &held_pool()),
+            ("1-pool.yaml", pool),
             ("2-class.yaml", CLASS),
             ("3-web.yaml", &deployment("web", 6, "500m")),
         ],
@@ -127,10 +139,27 @@ async fn under_api_faults_pods_run_and_a_deleted_claim_drains_elsewhere() {
     let started = Instant::now();
     let sandbox = Sandbox::start(faulty(&manifests)).await.unwrap();
     let client = sandbox.client();
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    let before = running_pods(&pods, "web", 6).await;
+    let pods = running_pods(&Api::namespaced(client, "default"), "web", 6).await;
     report("scale-up of 6 pods", &sandbox, started);
     let claims = settled(&sandbox).await;
+    SixPods {
+        sandbox,
+        _manifests: manifests,
+        pods,
+        claims,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_api_faults_pods_run_and_a_deleted_claim_drains_elsewhere() {
+    let SixPods {
+        sandbox,
+        _manifests,
+        pods: before,
+        claims,
+    } = six_pods("faults-up", &held_pool()).await;
+    let client = sandbox.client();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     assert_eq!(claims.len(), 2, "three 500m pods per m5.large");
 
     let old_node = before[0].spec.as_ref().unwrap().node_name.clone().unwrap();
@@ -226,6 +255,131 @@ async fn under_api_faults_a_scale_down_consolidates() {
     .await;
     report("consolidation after a scale-down to 1", &sandbox, scaled);
     assert_eq!(settled(&sandbox).await.len(), 1);
+    assert_faults_injected(&sandbox);
+    sandbox.stop().await;
+}
+
+/// Waits, for at most `limit`, until no node of `old` is left and the
+/// Deployment's `count` pods all run on other nodes.
+async fn moved_off(sandbox: &Sandbox, old: &BTreeSet<String>, count: usize, limit: Duration) {
+    let client = sandbox.client();
+    let nodes: Api<Node> = Api::all(client.clone());
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    crate::fixture::eventually_showing(
+        &client,
+        "the pods Running off the old nodes",
+        limit,
+        || async {
+            let left: BTreeSet<String> = nodes
+                .list(&ListParams::default())
+                .await
+                .unwrap()
+                .items
+                .into_iter()
+                .filter_map(|n| n.metadata.name)
+                .collect();
+            let web = pods
+                .list(&ListParams::default().labels("app=web"))
+                .await
+                .unwrap()
+                .items;
+            let moved = web.len() == count
+                && web.iter().all(|p| {
+                    running(p)
+                        && p.spec
+                            .as_ref()
+                            .and_then(|s| s.node_name.as_ref())
+                            .is_some_and(|n| !old.contains(n))
+                });
+            (left.is_disjoint(old) && moved).then_some(())
+        },
+    )
+    .await;
+}
+
+/// The nodes `pods` run on.
+fn nodes_of(pods: &[Pod]) -> BTreeSet<String> {
+    pods.iter()
+        .filter_map(|p| p.spec.as_ref()?.node_name.clone())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_api_faults_an_interrupted_node_is_replaced() {
+    let SixPods {
+        sandbox,
+        _manifests,
+        pods: before,
+        ..
+    } = six_pods("faults-interruption", &held_pool()).await;
+    let client = sandbox.client();
+
+    // A spot interruption, injected as a user of the sandbox would.
+    let node = before[0].spec.as_ref().unwrap().node_name.clone().unwrap();
+    let interrupted = Instant::now();
+    let annotation = json!({"metadata": {"annotations": {
+        "sandbox.nodewright.io/interruption": "spot_interrupted"}}});
+    Api::<Node>::all(client.clone())
+        .patch(&node, &PatchParams::default(), &Patch::Merge(&annotation))
+        .await
+        .unwrap();
+    moved_off(
+        &sandbox,
+        &BTreeSet::from([node]),
+        6,
+        Duration::from_secs(120),
+    )
+    .await;
+    report("replacement of an interrupted node", &sandbox, interrupted);
+    let after = settled(&sandbox).await;
+    let cloud = sandbox.simulated_cloud().unwrap();
+    assert_eq!(cloud.terminations(), 1, "only the interrupted instance");
+    assert_eq!(
+        cloud.launches(),
+        after.len() as u64 + 1,
+        "one launch per NodeClaim"
+    );
+    assert_faults_injected(&sandbox);
+    sandbox.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_api_faults_a_template_change_drifts_every_node() {
+    let pool = POOL.replace(
+        "spec:\n  template:",
+        "spec:\n  disruption: {consolidateAfter: Never, budgets: [{nodes: \"1\"}]}\n  template:",
+    );
+    let SixPods {
+        sandbox,
+        _manifests,
+        pods,
+        ..
+    } = six_pods("faults-drift", &pool).await;
+    let client = sandbox.client();
+    let old = nodes_of(&pods);
+
+    let changed = Instant::now();
+    let label = json!({"spec": {"template": {"metadata": {"labels": {"team": "web"}}}}});
+    Api::<NodePool>::all(client.clone())
+        .patch("general", &PatchParams::default(), &Patch::Merge(&label))
+        .await
+        .unwrap();
+    // One node a disruption pass (25 s with its validation wait), and a
+    // pass lost to a faulted write costs another: as for consolidation.
+    moved_off(&sandbox, &old, 6, Duration::from_secs(240)).await;
+    report("drift of every node", &sandbox, changed);
+    let after = settled(&sandbox).await;
+    let cloud = sandbox.simulated_cloud().unwrap();
+    assert_eq!(
+        cloud.terminations(),
+        old.len() as u64,
+        "each old instance terminated once"
+    );
+    assert_eq!(
+        cloud.launches(),
+        after.len() as u64 + cloud.terminations(),
+        "one launch per NodeClaim"
+    );
     assert_faults_injected(&sandbox);
     sandbox.stop().await;
 }

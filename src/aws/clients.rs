@@ -150,8 +150,8 @@ impl AwsClients {
 }
 
 /// An EKS client on `config`, with a retry quota of its own: the controller
-/// asks EKS once, at start, for the cluster's endpoint
-/// ([`crate::aws::cluster::resolve_endpoint`]).
+/// asks EKS once, at start, for the cluster's endpoint and service CIDR
+/// ([`crate::aws::cluster::describe`]).
 pub fn eks_client(config: &SdkConfig) -> aws_sdk_eks::Client {
     let eks = aws_sdk_eks::config::Builder::from(config)
         .retry_partition(own_retry_quota("eks"))

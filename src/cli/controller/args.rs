@@ -252,7 +252,7 @@ fn duration(text: &str) -> Result<Duration, String> {
 
 impl ControllerArgs {
     /// `--cluster-endpoint` when given (an empty value counts as not
-    /// given, as the chart's default is), checked to be an `https://` URL
+    /// given, as the chart's default is), checked to be an absolute URL
     /// with a host, as Karpenter checks it.
     pub fn cluster_endpoint(&self) -> Result<Option<String>, CliError> {
         let Some(endpoint) = self.cluster_endpoint.as_deref().filter(|e| !e.is_empty()) else {
@@ -260,11 +260,12 @@ impl ControllerArgs {
         };
         let host = endpoint
             .strip_prefix("https://")
+            .or_else(|| endpoint.strip_prefix("http://"))
             .map(|rest| rest.split(['/', ':']).next().unwrap_or_default());
         match host {
             Some(host) if !host.is_empty() => Ok(Some(endpoint.to_string())),
             _ => Err(format!(
-                "--cluster-endpoint {endpoint:?} is not an https:// URL with a host; \
+                "--cluster-endpoint {endpoint:?} is not a URL with a host (https://…); \
                  pass the API server URL nodes join (`aws eks describe-cluster \
                  --query cluster.endpoint`), or leave it out to have it asked of EKS"
             )

@@ -326,7 +326,12 @@ mod tests {
             .cluster_endpoint()
             .unwrap();
         assert_eq!(endpoint.as_deref(), Some("https://k.example:443/x"));
-        for bad in ["k.example", "http://k.example", "https://", "https://:443"] {
+        assert!(
+            args(&["--cluster-endpoint", "http://127.0.0.1:8080"])
+                .cluster_endpoint()
+                .is_ok()
+        );
+        for bad in ["k.example", "ftp://k.example", "https://", "https://:443"] {
             let err = args(&["--cluster-endpoint", bad])
                 .cluster_endpoint()
                 .unwrap_err()

@@ -121,9 +121,9 @@ fn conditions_mut(claim: &mut NodeClaim) -> &mut Vec<Condition> {
 /// replaced, which is not an error.
 ///
 /// A 409 is only taken for "replaced" once a read shows another UID under
-/// the name (or the claim already being deleted): a conflict the server answers for any other reason leaves the
-/// claim standing, and a caller that believed it replaced would never
-/// delete it.
+/// the name (or the claim already being deleted): after a conflict the
+/// server answers for any other reason the claim still stands, and a
+/// caller that believed it replaced would never delete it.
 pub async fn delete_claim(client: &Client, claim: &NodeClaim) -> Result<bool, kube::Error> {
     let params = DeleteParams {
         preconditions: Some(Preconditions {

@@ -150,6 +150,21 @@ async fn six_pods(name: &str, pool: &str) -> SixPods {
     }
 }
 
+/// Once settled: `terminated` instances terminated in all (`which`), one
+/// launch per NodeClaim, every kind of fault injected; the NodeClaims.
+async fn settled_after(sandbox: &Sandbox, terminated: u64, which: &str) -> Vec<NodeClaim> {
+    let after = settled(sandbox).await;
+    let cloud = sandbox.simulated_cloud().unwrap();
+    assert_eq!(cloud.terminations(), terminated, "{which}");
+    assert_eq!(
+        cloud.launches(),
+        after.len() as u64 + terminated,
+        "one launch per NodeClaim"
+    );
+    assert_faults_injected(sandbox);
+    after
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn under_api_faults_pods_run_and_a_deleted_claim_drains_elsewhere() {
     let SixPods {
@@ -194,16 +209,8 @@ async fn under_api_faults_pods_run_and_a_deleted_claim_drains_elsewhere() {
     })
     .await;
     report("drain of a deleted NodeClaim", &sandbox, deleted);
-    let after = settled(&sandbox).await;
+    let after = settled_after(&sandbox, 1, "only the deleted claim's instance").await;
     assert!(after.iter().all(|c| c.metadata.uid != claim.metadata.uid));
-    let cloud = sandbox.simulated_cloud().unwrap();
-    assert_eq!(cloud.terminations(), 1, "only the deleted claim's instance");
-    assert_eq!(
-        cloud.launches(),
-        after.len() as u64 + 1,
-        "one launch per NodeClaim"
-    );
-    assert_faults_injected(&sandbox);
     sandbox.stop().await;
 }
 
@@ -331,15 +338,7 @@ async fn under_api_faults_an_interrupted_node_is_replaced() {
     )
     .await;
     report("replacement of an interrupted node", &sandbox, interrupted);
-    let after = settled(&sandbox).await;
-    let cloud = sandbox.simulated_cloud().unwrap();
-    assert_eq!(cloud.terminations(), 1, "only the interrupted instance");
-    assert_eq!(
-        cloud.launches(),
-        after.len() as u64 + 1,
-        "one launch per NodeClaim"
-    );
-    assert_faults_injected(&sandbox);
+    settled_after(&sandbox, 1, "only the interrupted instance").await;
     sandbox.stop().await;
 }
 
@@ -368,19 +367,12 @@ async fn under_api_faults_a_template_change_drifts_every_node() {
     // pass lost to a faulted write costs another: as for consolidation.
     moved_off(&sandbox, &old, 6, Duration::from_secs(240)).await;
     report("drift of every node", &sandbox, changed);
-    let after = settled(&sandbox).await;
-    let cloud = sandbox.simulated_cloud().unwrap();
-    assert_eq!(
-        cloud.terminations(),
+    settled_after(
+        &sandbox,
         old.len() as u64,
-        "each old instance terminated once"
-    );
-    assert_eq!(
-        cloud.launches(),
-        after.len() as u64 + cloud.terminations(),
-        "one launch per NodeClaim"
-    );
-    assert_faults_injected(&sandbox);
+        "each old instance terminated once",
+    )
+    .await;
     sandbox.stop().await;
 }
 

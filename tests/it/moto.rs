@@ -31,14 +31,7 @@ pub fn moto() -> &'static Moto {
 
 /// SDK clients pointed at moto, with fixed test credentials.
 pub async fn moto_clients() -> AwsClients {
-    let settings = AwsSettings {
-        region: Some("us-east-1".to_string()),
-        endpoint_url: Some(moto().endpoint.clone()),
-        credentials: Some(aws_sdk_ec2::config::Credentials::new(
-            "testing", "testing", None, None, "moto",
-        )),
-    };
-    AwsClients::new(&sdk_config(&settings).await)
+    clients_as(&moto().endpoint, "testing", "testing").await
 }
 
 /// An IAM role in moto that EC2 instances may assume (a node role).
@@ -102,6 +95,12 @@ impl Moto {
 
 /// SDK clients pointed at `endpoint`, signing as access key `key`.
 pub async fn clients_as(endpoint: &str, key: &str, secret: &str) -> AwsClients {
+    AwsClients::new(&config_as(endpoint, key, secret).await)
+}
+
+/// The SDK configuration for moto at `endpoint` in us-east-1, signing as
+/// access key `key`.
+async fn config_as(endpoint: &str, key: &str, secret: &str) -> aws_config::SdkConfig {
     let settings = AwsSettings {
         region: Some("us-east-1".to_string()),
         endpoint_url: Some(endpoint.to_string()),
@@ -109,19 +108,12 @@ pub async fn clients_as(endpoint: &str, key: &str, secret: &str) -> AwsClients {
             key, secret, None, None, "moto",
         )),
     };
-    AwsClients::new(&sdk_config(&settings).await)
+    sdk_config(&settings).await
 }
 
 /// An EKS client pointed at `endpoint`, signing as access key `key`.
 pub async fn eks_as(endpoint: &str, key: &str, secret: &str) -> aws_sdk_eks::Client {
-    let settings = AwsSettings {
-        region: Some("us-east-1".to_string()),
-        endpoint_url: Some(endpoint.to_string()),
-        credentials: Some(aws_sdk_ec2::config::Credentials::new(
-            key, secret, None, None, "moto",
-        )),
-    };
-    eks_client(&sdk_config(&settings).await)
+    eks_client(&config_as(endpoint, key, secret).await)
 }
 
 fn start() -> Moto {

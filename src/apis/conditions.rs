@@ -102,6 +102,15 @@ pub fn is_condition_true(conditions: &[Condition], type_: &str) -> bool {
 /// The root condition of every resource; computed from the others.
 pub const READY: &str = "Ready";
 
+/// Whether a Node's `Ready` condition is `True`: the one rule every
+/// controller reads a Node's readiness by.
+pub fn node_is_ready(node: &k8s_openapi::api::core::v1::Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == READY && c.status == "True"))
+}
+
 // NodePool
 /// NodePool passed runtime validation.
 pub const NODE_POOL_VALIDATION_SUCCEEDED: &str = "ValidationSucceeded";

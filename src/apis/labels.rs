@@ -311,6 +311,11 @@ pub const CLUSTER_NAME_TAGGED_ANNOTATION_KEY: &str =
 /// an instance type of lower priority than a type that now fits at no
 /// higher price is replaced by single-node consolidation.
 pub const PRIORITY_MIGRATION_ANNOTATION_KEY: &str = "nodewright.io/priority-migration";
+/// On a Node the interruption controller cordoned under a NodePool's
+/// `Cordon` policy: the kind of message it cordoned for. While the Node
+/// stays cordoned, consolidation leaves it (its pods wait for an operator);
+/// emptiness, drift and expiration still take it.
+pub const INTERRUPTION_CORDONED_ANNOTATION_KEY: &str = "nodewright.io/cordoned-by-interruption";
 
 // ---- taints and finalizers ------------------------------------------------------
 

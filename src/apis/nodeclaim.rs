@@ -30,6 +30,16 @@ pub struct NodeClassReference {
     pub group: String,
 }
 
+impl NodeClassReference {
+    /// Whether it names an `EC2NodeClass` of `karpenter.k8s.aws`: a NodeClaim
+    /// of any other node class belongs to another provisioner, and
+    /// nodewright never marks, expires or disrupts it (Karpenter's
+    /// `IsManaged`).
+    pub fn is_ec2_node_class(&self) -> bool {
+        self.group == "karpenter.k8s.aws" && self.kind == "EC2NodeClass"
+    }
+}
+
 /// Resources a NodeClaim must provide.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

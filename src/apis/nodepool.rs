@@ -234,7 +234,9 @@ pub struct Disruption {
     pub budgets: Option<Vec<Budget>>,
 }
 
-/// Why a node is disrupted (budget `reasons`).
+/// Why a node is disrupted (budget `reasons`). Declared in Karpenter's
+/// order (the CRD's enum); ordered as the disruption methods run: emptiness,
+/// drift, then consolidation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub enum DisruptionReason {
     /// Consolidation of an underutilized node.
@@ -243,6 +245,46 @@ pub enum DisruptionReason {
     Empty,
     /// Replacement of a drifted node.
     Drifted,
+}
+
+impl Ord for DisruptionReason {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        let rank = |r: &Self| DisruptionReason::ALL.iter().position(|a| a == r);
+        rank(self).cmp(&rank(other))
+    }
+}
+
+impl PartialOrd for DisruptionReason {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl DisruptionReason {
+    /// Every reason, in order.
+    pub const ALL: [DisruptionReason; 3] = [
+        DisruptionReason::Empty,
+        DisruptionReason::Drifted,
+        DisruptionReason::Underutilized,
+    ];
+
+    /// The reason as NodePools spell it (`Empty`, `Drifted`, `Underutilized`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DisruptionReason::Empty => "Empty",
+            DisruptionReason::Drifted => "Drifted",
+            DisruptionReason::Underutilized => "Underutilized",
+        }
+    }
+
+    /// The `reason` label of Karpenter's disruption metrics (lower case).
+    pub fn metric_label(self) -> &'static str {
+        match self {
+            DisruptionReason::Empty => "empty",
+            DisruptionReason::Drifted => "drifted",
+            DisruptionReason::Underutilized => "underutilized",
+        }
+    }
 }
 
 /// One disruption budget.

@@ -36,12 +36,10 @@ use crate::aws::launch_template::{
     BuildError, CLUSTER_NAME_TAG_KEY, LaunchSettings, LaunchTemplateProvider, ReservationTarget,
     TemplateChoice, build_spec, dedicated_only,
 };
-use crate::cloudprovider::launch::{
-    Launched, image_for, instance_id, launch_options, launched_node_claim, provider_id,
-};
+use crate::cloudprovider::launch::{Launched, image_for, launch_options, launched_node_claim};
 use crate::cloudprovider::{
     CloudProvider, CloudProviderError, DriftReason, InstanceTypeSource, LaunchableTypes,
-    NodeClassContext, RepairPolicy, UnavailableOfferings, launchable_off_thread,
+    NodeClassContext, ProviderId, RepairPolicy, UnavailableOfferings, launchable_off_thread,
     node_class_hash_drifted, stamp_node_class_hash,
 };
 use crate::scheduling::{CapacityType, InstanceType, Offering, node_pool::node_claim_requirements};
@@ -203,7 +201,7 @@ impl AwsCloudProvider {
         instance_id: &str,
         image_id: &str,
     ) -> NodeClaim {
-        let provider_id = provider_id(&offering.zone, instance_id);
+        let provider_id = ProviderId::new(&offering.zone, instance_id);
         let mut out = match instance_type {
             Some(it) => launched_node_claim(
                 claim,
@@ -262,7 +260,7 @@ impl AwsCloudProvider {
             );
         }
         let status = out.status.get_or_insert_with(NodeClaimStatus::default);
-        status.provider_id = Some(provider_id);
+        status.provider_id = Some(provider_id.to_string());
         status.image_id = Some(image_id.to_string());
         stamp_node_class_hash(&mut out, class);
         let annotations = out.metadata.annotations.get_or_insert_with(BTreeMap::new);
@@ -388,23 +386,6 @@ fn pool_of(claim: &NodeClaim) -> String {
         .unwrap_or_default()
 }
 
-fn instance_of(claim: &NodeClaim) -> Result<String, CloudProviderError> {
-    let provider_id = claim
-        .status
-        .as_ref()
-        .and_then(|s| s.provider_id.clone())
-        .ok_or_else(|| CloudProviderError::NotFound {
-            provider_id: claim.metadata.name.clone().unwrap_or_default(),
-            source: Some("the NodeClaim has no status.providerID".into()),
-        })?;
-    instance_id(&provider_id)
-        .map(str::to_string)
-        .ok_or(CloudProviderError::NotFound {
-            provider_id,
-            source: Some("not an aws:///<zone>/<instance-id> provider ID".into()),
-        })
-}
-
 /// An instance as a NodeClaim, for `get` and `list`: named after its
 /// `karpenter.sh/nodeclaim` tag, labelled with its type, zone, capacity
 /// type, pool and class; capacity is not known here.
@@ -465,7 +446,7 @@ pub fn instance_node_claim(instance: &Instance) -> NodeClaim {
         claim.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
     }
     claim.status = Some(NodeClaimStatus {
-        provider_id: Some(provider_id(&instance.zone, &instance.id)),
+        provider_id: Some(ProviderId::new(&instance.zone, &instance.id).to_string()),
         image_id: instance.image_id.clone(),
         ..NodeClaimStatus::default()
     });
@@ -615,16 +596,16 @@ impl CloudProvider for AwsCloudProvider {
     }
 
     async fn delete(&self, claim: &NodeClaim) -> Result<(), CloudProviderError> {
-        let id = instance_of(claim)?;
-        self.instances.terminate(&id).await
+        let id = ProviderId::of_claim(claim)?;
+        self.instances.terminate(id.instance_id()).await
     }
 
     async fn get(&self, provider_id: &str) -> Result<NodeClaim, CloudProviderError> {
-        let id = instance_id(provider_id).ok_or_else(|| CloudProviderError::NotFound {
+        let id = ProviderId::parse(provider_id).ok_or_else(|| CloudProviderError::NotFound {
             provider_id: provider_id.to_string(),
             source: Some("not an aws:///<zone>/<instance-id> provider ID".into()),
         })?;
-        let instance = self.instances.get(id).await?;
+        let instance = self.instances.get(id.instance_id()).await?;
         Ok(instance_node_claim(&instance))
     }
 
@@ -661,11 +642,11 @@ impl CloudProvider for AwsCloudProvider {
         if self.ami_drifted(claim, class).await? {
             return Ok(Some(DriftReason::AmiDrift));
         }
-        let id = instance_id(&provider_id).ok_or_else(|| CloudProviderError::NotFound {
+        let id = ProviderId::parse(&provider_id).ok_or_else(|| CloudProviderError::NotFound {
             provider_id: provider_id.clone(),
             source: Some("not an aws:///<zone>/<instance-id> provider ID".into()),
         })?;
-        let instance = self.instances.get(id).await?;
+        let instance = self.instances.get(id.instance_id()).await?;
         Ok(instance_drift(&instance, &class.class)?)
     }
 

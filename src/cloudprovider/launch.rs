@@ -3,6 +3,7 @@
 //! launched back onto the NodeClaim (Karpenter's `resolveInstanceTypes` and
 //! `instanceToNodeClaim`).
 
+use super::ProviderId;
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -162,7 +163,7 @@ pub struct Launched<'a> {
     /// The offering (zone, capacity type, reservation) it was bought as.
     pub offering: &'a Offering,
     /// `aws:///<zone>/<instance-id>`.
-    pub provider_id: String,
+    pub provider_id: ProviderId,
     /// The image it boots.
     pub image_id: String,
 }
@@ -199,7 +200,7 @@ pub fn launched_node_claim(claim: &NodeClaim, launched: &Launched<'_>) -> NodeCl
     }
     out.metadata.labels = Some(labels);
     let status = out.status.get_or_insert_with(NodeClaimStatus::default);
-    status.provider_id = Some(launched.provider_id.clone());
+    status.provider_id = Some(launched.provider_id.to_string());
     status.image_id = Some(launched.image_id.clone());
     status.capacity = Some(quantities(&launched.instance_type.capacity));
     status.allocatable = Some(quantities(&launched.instance_type.allocatable()));
@@ -212,20 +213,6 @@ fn quantities(resources: &Resources) -> BTreeMap<String, Quantity> {
         .into_iter()
         .map(|(k, v)| (k, Quantity(v)))
         .collect()
-}
-
-/// The instance ID in a provider ID (`aws:///us-east-1a/i-0abc` → `i-0abc`).
-pub fn instance_id(provider_id: &str) -> Option<&str> {
-    provider_id
-        .strip_prefix("aws:///")
-        .and_then(|rest| rest.rsplit_once('/'))
-        .map(|(_, id)| id)
-        .filter(|id| id.starts_with("i-"))
-}
-
-/// The provider ID of an instance: `aws:///<zone>/<instance-id>`.
-pub fn provider_id(zone: &str, instance_id: &str) -> String {
-    format!("aws:///{zone}/{instance_id}")
 }
 
 /// The image a node of `instance_type` boots: the first of the class's
@@ -299,7 +286,7 @@ mod tests {
                 &Launched {
                     instance_type: &it,
                     offering,
-                    provider_id: provider_id("us-east-1a", "i-1"),
+                    provider_id: ProviderId::new("us-east-1a", "i-1"),
                     image_id: "ami-1".to_string(),
                 },
             )
@@ -318,8 +305,6 @@ mod tests {
         let labels = launch(&reserved).metadata.labels.unwrap();
         assert_eq!(labels[CAPACITY_RESERVATION_ID_LABEL_KEY], "cr-1");
         assert_eq!(labels[CAPACITY_TYPE_LABEL_KEY], "reserved");
-        assert_eq!(instance_id("aws:///us-east-1a/i-1"), Some("i-1"));
-        assert_eq!(instance_id("gce://x"), None);
     }
 
     #[test]

@@ -12,6 +12,7 @@ mod drift;
 mod error;
 pub mod launch;
 pub mod metered;
+mod provider_id;
 mod repair;
 pub mod simulated;
 mod unavailable_offerings;
@@ -28,6 +29,7 @@ use crate::scheduling::{Blocked, InstanceType};
 
 pub use drift::{node_class_hash_drifted, restamped_class_annotations, stamp_node_class_hash};
 pub use error::{BoxError, CloudProviderError, OfferingKey};
+pub use provider_id::ProviderId;
 pub use repair::repair_policies;
 pub use unavailable_offerings::{UNAVAILABLE_OFFERINGS_TTL, UnavailableOfferings};
 

@@ -11,7 +11,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use super::launch::{Launched, image_for, launch_options, launched_node_claim, provider_id};
+use super::ProviderId;
+use super::launch::{Launched, image_for, launch_options, launched_node_claim};
 use super::{
     CloudProvider, CloudProviderError, DriftReason, InstanceTypeSource, LaunchableTypes,
     NodeClassContext, OfferingKey, RepairPolicy, UnavailableOfferings, launchable_off_thread,
@@ -134,23 +135,6 @@ impl SimulatedCloudProvider {
     }
 }
 
-fn instance_of(claim: &NodeClaim) -> Result<String, CloudProviderError> {
-    let provider_id = claim
-        .status
-        .as_ref()
-        .and_then(|s| s.provider_id.clone())
-        .ok_or_else(|| CloudProviderError::NotFound {
-            provider_id: claim.metadata.name.clone().unwrap_or_default(),
-            source: Some("the NodeClaim has no status.providerID".into()),
-        })?;
-    super::launch::instance_id(&provider_id)
-        .map(str::to_string)
-        .ok_or(CloudProviderError::NotFound {
-            provider_id,
-            source: Some("not an aws:///<zone>/<instance-id> provider ID".into()),
-        })
-}
-
 #[async_trait]
 impl CloudProvider for SimulatedCloudProvider {
     fn name(&self) -> &'static str {
@@ -229,7 +213,7 @@ impl CloudProvider for SimulatedCloudProvider {
             &Launched {
                 instance_type: &option.instance_type,
                 offering,
-                provider_id: provider_id(&offering.zone, &instance_id),
+                provider_id: ProviderId::new(&offering.zone, &instance_id),
                 image_id: image.id.clone(),
             },
         );
@@ -245,7 +229,7 @@ impl CloudProvider for SimulatedCloudProvider {
     }
 
     async fn delete(&self, claim: &NodeClaim) -> Result<(), CloudProviderError> {
-        let instance_id = instance_of(claim)?;
+        let instance_id = ProviderId::of_claim(claim)?.instance_id().to_string();
         if self.terminate_out_of_band(&instance_id) {
             self.lock().terminations += 1;
             Ok(())
@@ -262,10 +246,10 @@ impl CloudProvider for SimulatedCloudProvider {
             provider_id: provider_id.to_string(),
             source: None,
         };
-        let instance_id = super::launch::instance_id(provider_id).ok_or_else(not_found)?;
+        let id = ProviderId::parse(provider_id).ok_or_else(not_found)?;
         self.lock()
             .instances
-            .get(instance_id)
+            .get(id.instance_id())
             .cloned()
             .ok_or_else(not_found)
     }

@@ -179,9 +179,11 @@ pub struct NodeRecords {
     nodes_by_provider_id: HashMap<String, String>,
 }
 
-/// The last segment of a providerID: the instance behind it.
-fn instance_of(provider_id: &str) -> &str {
-    provider_id.rsplit('/').next().unwrap_or(provider_id)
+/// The instance behind a providerID (the whole ID when it names no EC2
+/// instance).
+fn instance_of(provider_id: &str) -> String {
+    crate::cloudprovider::ProviderId::parse(provider_id)
+        .map_or_else(|| provider_id.to_string(), |p| p.instance_id().to_string())
 }
 
 fn claim_status(claim: &NodeClaim) -> (Option<&str>, Option<&str>) {
@@ -400,7 +402,7 @@ impl NodeRecords {
             self.claims_by_provider_id
                 .insert(id.to_string(), name.clone());
             self.claims_by_instance
-                .entry(instance_of(id).to_string())
+                .entry(instance_of(id))
                 .or_default()
                 .insert(name.clone());
         }
@@ -454,11 +456,11 @@ impl NodeRecords {
             self.claims_by_provider_id.remove(id);
         }
         if let Some(id) = id
-            && let Some(names) = self.claims_by_instance.get_mut(instance_of(id))
+            && let Some(names) = self.claims_by_instance.get_mut(&instance_of(id))
         {
             names.remove(&name);
             if names.is_empty() {
-                self.claims_by_instance.remove(instance_of(id));
+                self.claims_by_instance.remove(&instance_of(id));
             }
         }
         if let Some(node_name) = node_name

@@ -606,11 +606,7 @@ pub fn node_from_k8s(node: &core::Node, pods: &[&core::Pod]) -> Result<ExistingN
     {
         taints.push(taint_from_k8s(&object, &format!("spec.taints[{i}]"), t)?);
     }
-    let initialized = status
-        .and_then(|s| s.conditions.as_ref())
-        .into_iter()
-        .flatten()
-        .any(|c| c.type_ == "Ready" && c.status == "True");
+    let initialized = crate::apis::conditions::node_is_ready(node);
     Ok(ExistingNode {
         name,
         labels: node.metadata.labels.clone().unwrap_or_default(),

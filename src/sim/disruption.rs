@@ -13,11 +13,10 @@ use super::{CatalogKind, Manifests, Plan, SimulateError, SimulateOptions};
 use crate::aws::catalog::Catalog;
 use crate::aws::instance_types::InstanceTypeProvider;
 use crate::cluster::{ConvertedPods, scheduler_input};
-use crate::controllers::disruption::candidates::{Candidate, Kept};
-use crate::controllers::disruption::methods::Destination;
-use crate::controllers::disruption::plan::{
+use crate::controllers::disruption::sim::{
     Decision, DisruptionPlan, MarkSource, PlanOptions, plan,
 };
+use crate::controllers::disruption::types::{Candidate, Destination, Kept, Method};
 use crate::extensions::Extensions;
 use crate::scheduling::{PodKey, SchedulerOptions, SchedulingResult};
 use nodewright_host::HostConfig;
@@ -54,6 +53,9 @@ pub struct DisruptionReport {
     pub price_per_hour_after: f64,
     /// Time spent compiling models and in what-ifs.
     pub solve_millis: f64,
+    /// Objects that could not be used: a NodePool among them is left out
+    /// (its nodes are kept, `not-managed`) and the others are planned.
+    pub problems: Vec<String>,
 }
 
 /// One command.
@@ -209,7 +211,7 @@ pub fn disruption_of(
             max_passes: None,
             exhaustive: false,
         },
-    )?;
+    );
     // `cluster` as the provisioning plan counts it.
     let input = scheduler_input(
         &snapshot,
@@ -240,15 +242,16 @@ fn report(region: &str, at: Timestamp, found: &DisruptionPlan) -> DisruptionRepo
             .iter()
             .map(|m| MarkedReport {
                 node_claim: m.node_claim.clone(),
-                consolidatable: m.consolidatable,
-                drifted: m.drifted.clone(),
-                expired: m.expired,
+                consolidatable: m.marks.consolidatable,
+                drifted: m.marks.drifted.clone(),
+                expired: m.marks.expired,
             })
             .collect(),
         kept: found.kept.iter().map(kept).collect(),
         price_per_hour_before: found.price_before,
         price_per_hour_after: found.price_after,
         solve_millis: found.solve_millis,
+        problems: found.problems.iter().map(ToString::to_string).collect(),
     }
 }
 
@@ -304,21 +307,21 @@ fn decision(region: &str, d: &Decision, found: &DisruptionPlan) -> DecisionRepor
     }
 }
 
-fn candidate(
-    c: &Candidate,
-    method: crate::controllers::disruption::methods::Method,
-) -> CandidateReport {
+fn candidate(c: &Candidate, method: Method) -> CandidateReport {
     use kube::ResourceExt;
     CandidateReport {
         node_claim: c.node_claim.name_any(),
         node: c.name.clone(),
-        node_pool: c.node_pool.name_any(),
-        instance_type: c.instance_type.clone(),
-        capacity_type: c.capacity_type.clone(),
-        zone: c.zone.clone(),
+        node_pool: c.pool.clone(),
+        instance_type: c.instance_type.clone().unwrap_or_default(),
+        capacity_type: c
+            .capacity_type
+            .map(|ct| ct.label_value().to_string())
+            .unwrap_or_default(),
+        zone: c.zone.clone().unwrap_or_default(),
         price_per_hour: c.price,
         pods: c.pods.iter().map(ToString::to_string).collect(),
-        drift_reason: (method == crate::controllers::disruption::methods::Method::Drift)
+        drift_reason: (method == Method::Drift)
             .then(|| c.marks.drifted.clone())
             .flatten(),
     }

@@ -13,9 +13,8 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use nodewright::apis::{NodeClaim, NodePool};
 use nodewright::cluster::ClusterState;
-use nodewright::controllers::disruption::candidates::{Candidate, Marks};
-use nodewright::controllers::disruption::methods::{Command, Method};
-use nodewright::controllers::disruption::orchestration::{Started, finish, start};
+use nodewright::controllers::disruption::queue::{Started, finish, start};
+use nodewright::controllers::disruption::types::{Candidate, Command, Marks, Method};
 use nodewright::scheduling::{
     CapacityType, InstanceTypeOption, NewNodeClaim, Requirements, Resources,
 };
@@ -80,14 +79,17 @@ async fn cluster() -> Cluster {
         name: "node-a".to_string(),
         node_claim: Arc::new(claim),
         node_pool: pool.clone(),
-        instance_type: "m5.xlarge".to_string(),
-        capacity_type: "on-demand".to_string(),
-        zone: "us-east-1a".to_string(),
+        pool: "default".to_string(),
+        instance_type: Some("m5.xlarge".to_string()),
+        capacity_type: Some(CapacityType::OnDemand),
+        zone: Some("us-east-1a".to_string()),
         price: 0.192,
         pods: Vec::new(),
         disruption_cost: 1.0,
         reschedule_cost: 1.0,
         marks: Marks::default(),
+        interruption_cordon: None,
+        blocked: None,
     };
     Cluster {
         server,

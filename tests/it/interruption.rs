@@ -440,7 +440,8 @@ fn the_stateful_example_cordons_on_scheduled_changes_and_ignores_rebalances() {
     .unwrap();
     let pool: NodePool = serde_norway::from_str(&text).unwrap();
     let annotations = pool.metadata.annotations.unwrap_or_default();
-    let found = policies(&annotations).unwrap();
+    let (found, errors) = policies(&annotations);
+    assert!(errors.is_empty(), "{errors:?}");
     assert_eq!(found.scheduled_change, Policy::Cordon);
     assert_eq!(found.rebalance, Policy::Ignore);
 }

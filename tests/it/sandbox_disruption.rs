@@ -303,7 +303,7 @@ spec:
 
 /// The Nodes that are being disrupted now: cordoned, tainted
 /// `karpenter.sh/disrupted` or being deleted.
-fn disrupting(kubeconfig: &Path) -> Option<Vec<String>> {
+pub(crate) fn disrupting(kubeconfig: &Path) -> Option<Vec<String>> {
     let (ok, text) = kubectl(
         kubeconfig,
         &[

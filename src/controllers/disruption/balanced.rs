@@ -15,27 +15,13 @@
 //! functions: the methods call them.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod as K8sPod;
-use kube::ResourceExt;
-
-use super::candidates::{eviction_cost, offering_price};
-use super::methods::Command;
-use crate::apis::labels::{
-    CAPACITY_TYPE_LABEL_KEY, INSTANCE_TYPE_LABEL_KEY, NODE_POOL_LABEL_KEY, ZONE_LABEL_KEY,
-};
+use super::types::Command;
 use crate::apis::nodepool::ConsolidationPolicy;
-use crate::cluster::ClusterSnapshot;
-use crate::cluster::pods::is_reschedulable;
-use crate::scheduling::InstanceType;
 
 /// Karpenter's `BalancedK`: a move must save at least `1/K` of what it
 /// disrupts, each as a share of its pool.
 pub const BALANCED_K: f64 = 2.0;
-/// Karpenter's `PerNodeBaseDisruptionCost`: the cost of draining a node at
-/// all (cordon, drain, replacement latency), before its pods.
-pub const NODE_BASE_DISRUPTION_COST: f64 = 1.0;
 
 /// A NodePool's totals, the denominators of the score.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -92,53 +78,6 @@ pub fn score_move(savings: f64, disruption: f64, totals: PoolTotals) -> Score {
         savings_fraction: savings / totals.cost,
         disruption_fraction: disruption / totals.disruption_cost,
     }
-}
-
-/// A node's disruption cost from the pods bound to it.
-pub fn node_disruption_cost<'a>(pods: impl IntoIterator<Item = &'a Arc<K8sPod>>) -> f64 {
-    NODE_BASE_DISRUPTION_COST
-        + pods
-            .into_iter()
-            .filter(|p| is_reschedulable(p))
-            .map(|p| eviction_cost(p).max(0.0))
-            .sum::<f64>()
-}
-
-/// Every NodePool's totals over the nodes of the snapshot that carry its
-/// label, priced from `types` (each pool's instance types).
-pub fn pool_totals(
-    snapshot: &ClusterSnapshot,
-    types: &BTreeMap<String, Arc<Vec<InstanceType>>>,
-) -> BTreeMap<String, PoolTotals> {
-    let mut pods_by_node: BTreeMap<&str, Vec<&Arc<K8sPod>>> = BTreeMap::new();
-    for pod in &snapshot.pods {
-        if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
-            pods_by_node.entry(node).or_default().push(pod);
-        }
-    }
-    let mut out: BTreeMap<String, PoolTotals> = BTreeMap::new();
-    for node in &snapshot.nodes {
-        let labels = node.labels();
-        let Some(pool) = labels.get(NODE_POOL_LABEL_KEY) else {
-            continue;
-        };
-        let label = |key: &str| labels.get(key).map(String::as_str).unwrap_or_default();
-        let price = offering_price(
-            types,
-            pool,
-            label(INSTANCE_TYPE_LABEL_KEY),
-            label(ZONE_LABEL_KEY),
-            label(CAPACITY_TYPE_LABEL_KEY),
-        );
-        let pods = pods_by_node
-            .get(node.name_any().as_str())
-            .map(Vec::as_slice)
-            .unwrap_or_default();
-        let totals = out.entry(pool.clone()).or_default();
-        totals.cost += price;
-        totals.disruption_cost += node_disruption_cost(pods.iter().copied());
-    }
-    out
 }
 
 /// One NodePool's part in a consolidation move: its policy, and for a
@@ -217,9 +156,7 @@ pub fn evaluate(command: &Command, totals: &BTreeMap<String, PoolTotals>) -> Vec
             .effective_disruption()
             .consolidation_policy
             .unwrap_or(ConsolidationPolicy::WhenEmptyOrUnderutilized);
-        let entry = pools
-            .entry(c.node_pool.name_any())
-            .or_insert((policy, 0.0, 0.0));
+        let entry = pools.entry(c.pool.clone()).or_insert((policy, 0.0, 0.0));
         entry.1 += c.price;
         entry.2 += c.reschedule_cost;
     }

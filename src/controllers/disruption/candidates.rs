@@ -1,11 +1,14 @@
-//! Which nodes a disruption pass may consider (Karpenter's
-//! `NewCandidate`): a node of a known NodePool with its NodeClaim,
-//! initialized, not already being disrupted, not held by a
-//! `karpenter.sh/do-not-disrupt` annotation on it or on one of its pods, and
-//! whose pods no PodDisruptionBudget keeps. Every other node is kept, with
-//! the first reason that kept it and a message saying what to change.
+//! Which nodes a disruption pass may consider (Karpenter's `NewCandidate`,
+//! `ValidateNodeDisruptable` and `ValidatePodsDisruptable`), from the
+//! pass's [records](super::record): a registered, initialized node with a
+//! NodeClaim of a known NodePool and an `EC2NodeClass`, not already being
+//! disrupted, not nominated, without `karpenter.sh/do-not-disrupt` on the
+//! Node. A pod that blocks eviction — `do-not-disrupt` on a running pod,
+//! or a PodDisruptionBudget — makes the candidate `blocked`: graceful
+//! methods keep it, eventual ones may take it (see [`Candidate::blocked`]).
+//! Every other node is kept, with the first reason and a message saying
+//! what to change.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Pod as K8sPod};
@@ -13,176 +16,37 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
-use super::marking::expires_at;
-use crate::apis::conditions::{NODE_CLAIM_INITIALIZED, is_condition_true};
+use super::record::NodeRecord;
+use super::types::{Candidate, Kept, KeptReason, Verdict};
 use crate::apis::labels::{
-    CAPACITY_TYPE_LABEL_KEY, DO_NOT_DISRUPT_ANNOTATION_KEY, INSTANCE_TYPE_LABEL_KEY,
-    NODE_POOL_LABEL_KEY, ZONE_LABEL_KEY,
+    DO_NOT_DISRUPT_ANNOTATION_KEY, INTERRUPTION_CORDONED_ANNOTATION_KEY, NODE_POOL_LABEL_KEY,
 };
 use crate::apis::{NodeClaim, NodePool};
-use crate::cluster::pods::{do_not_disrupt_active_at, is_reschedulable};
-use crate::cluster::{ClusterSnapshot, pod_key};
+use crate::cluster::pod_key;
+use crate::cluster::pods::{
+    do_not_disrupt_active_at, is_active, owned_by_node, tolerates_disrupted_taint,
+};
 use crate::scheduling::convert::label_selector;
-use crate::scheduling::{InstanceType, PodKey};
 
-/// Why a node is in no disruption decision (the `kept[].reason` of
-/// `simulate --disruption`), in the order they are checked.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum KeptReason {
-    /// No NodePool label, an unknown NodePool, or no NodeClaim.
-    NotManaged,
-    /// Not initialized yet.
-    NotInitialized,
-    /// Being deleted, or marked for deletion by another command.
-    AlreadyDisrupting,
-    /// `karpenter.sh/do-not-disrupt` on the node or one of its pods.
-    DoNotDisrupt,
-    /// A PodDisruptionBudget keeps one of its pods.
-    Pdb,
-    /// The NodePool's policy keeps it (`WhenEmpty` on a non-empty node,
-    /// `consolidateAfter: Never`, a static NodePool).
-    Policy,
-    /// Not `Consolidatable` (`consolidateAfter` has not passed).
-    NotConsolidatable,
-    /// The NodePool's disruption budget is used up.
-    Budget,
-    /// Its pods would not all fit elsewhere.
-    PodsDoNotFit,
-    /// No replacement would be cheaper.
-    NoCheaperOption,
-    /// A spot node would only be replaced by spot (needs the
-    /// `SpotToSpotConsolidation` gate and enough cheaper types).
-    SpotToSpot,
-    /// A replacement would break the NodePool's `minValues`.
-    MinValues,
-}
-
-impl KeptReason {
-    /// The reason as `simulate --disruption` prints it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            KeptReason::NotManaged => "not-managed",
-            KeptReason::NotInitialized => "not-initialized",
-            KeptReason::AlreadyDisrupting => "already-disrupting",
-            KeptReason::DoNotDisrupt => "do-not-disrupt",
-            KeptReason::Pdb => "pdb",
-            KeptReason::Policy => "policy",
-            KeptReason::NotConsolidatable => "not-consolidatable",
-            KeptReason::Budget => "budget",
-            KeptReason::PodsDoNotFit => "pods-do-not-fit",
-            KeptReason::NoCheaperOption => "no-cheaper-option",
-            KeptReason::SpotToSpot => "spot-to-spot",
-            KeptReason::MinValues => "min-values",
-        }
-    }
-}
-
-/// A node no decision takes, and why.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Kept {
-    /// The Node's name (the NodeClaim's when it has no Node).
-    pub node: String,
-    /// The NodeClaim, if any.
-    pub node_claim: Option<String>,
-    /// Its NodePool, if known.
-    pub node_pool: Option<String>,
-    /// The first reason that kept it.
-    pub reason: KeptReason,
-    /// What a user would change.
-    pub message: String,
-}
-
-/// What the disruption marks say of a NodeClaim (computed by the caller:
-/// read from its conditions in the controller, recomputed offline).
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Marks {
-    /// `Consolidatable` holds.
-    pub consolidatable: bool,
-    /// `Drifted` holds, with this reason.
-    pub drifted: Option<String>,
-}
-
-/// A node a disruption method may take.
-#[derive(Clone, Debug)]
-pub struct Candidate {
-    /// The Node's name: what pods are bound by.
-    pub name: String,
-    /// Its NodeClaim.
-    pub node_claim: Arc<NodeClaim>,
-    /// Its NodePool.
-    pub node_pool: Arc<NodePool>,
-    /// `node.kubernetes.io/instance-type`.
-    pub instance_type: String,
-    /// `karpenter.sh/capacity-type`.
-    pub capacity_type: String,
-    /// `topology.kubernetes.io/zone`.
-    pub zone: String,
-    /// Hourly price of its offering (0 when the catalog has none).
-    pub price: f64,
-    /// The pods that need room elsewhere before it goes.
-    pub pods: Vec<PodKey>,
-    /// Karpenter's disruption cost: the pods' eviction costs times the
-    /// share of its lifetime left; cheaper candidates go first.
-    pub disruption_cost: f64,
-    /// Karpenter's `RescheduleDisruptionCost`, what `Balanced` weighs: 1
-    /// for the node plus its pods' positive eviction costs.
-    pub reschedule_cost: f64,
-    /// Its marks.
-    pub marks: Marks,
-}
-
-/// The snapshot's nodes split into candidates and kept nodes, at `now`.
-/// `types` are each NodePool's instance types (for prices); `marks` gives
-/// each NodeClaim's marks.
+/// The records split into candidates and kept nodes, at `now`; candidates
+/// in Karpenter's order (cheapest to disrupt first).
 pub fn candidates(
-    snapshot: &ClusterSnapshot,
-    types: &BTreeMap<String, Arc<Vec<InstanceType>>>,
-    marks: impl Fn(&NodeClaim, &NodePool) -> Marks,
+    records: &[NodeRecord],
+    pdbs: &[Arc<PodDisruptionBudget>],
     now: Timestamp,
 ) -> (Vec<Candidate>, Vec<Kept>) {
-    let pools: BTreeMap<String, &Arc<NodePool>> = snapshot
-        .node_pools
-        .iter()
-        .map(|p| (p.name_any(), p))
-        .collect();
-    let mut pods_by_node: BTreeMap<&str, Vec<&Arc<K8sPod>>> = BTreeMap::new();
-    for pod in &snapshot.pods {
-        if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
-            pods_by_node.entry(node).or_default().push(pod);
-        }
-    }
     let mut out = Vec::new();
     let mut kept = Vec::new();
-    let mut with_node = std::collections::BTreeSet::new();
-    for (node, claim) in snapshot.nodes_with_claims() {
-        let name = node.name_any();
-        if let Some(claim) = claim {
-            with_node.insert(claim.name_any());
-        }
-        let pods = pods_by_node.remove(name.as_str()).unwrap_or_default();
-        match candidate(node, claim, &pools, &pods, snapshot, types, &marks, now) {
+    for record in records {
+        match candidate(record, pdbs, now) {
             Ok(c) => out.push(c),
             Err((reason, message)) => kept.push(Kept {
-                node: name,
-                node_claim: claim.map(|c| c.name_any()),
-                node_pool: claim
-                    .and_then(|c| c.labels().get(NODE_POOL_LABEL_KEY).cloned())
-                    .or_else(|| node.labels().get(NODE_POOL_LABEL_KEY).cloned()),
+                node: record.name.clone(),
+                node_claim: record.claim.as_ref().map(|c| c.name_any()),
+                node_pool: record.pool_name.clone(),
                 reason,
                 message,
             }),
-        }
-    }
-    // NodeClaims without a Node are launching: nothing to disrupt yet.
-    for claim in &snapshot.node_claims {
-        if !with_node.contains(&claim.name_any()) {
-            kept.push(Kept {
-                node: claim.name_any(),
-                node_claim: Some(claim.name_any()),
-                node_pool: claim.labels().get(NODE_POOL_LABEL_KEY).cloned(),
-                reason: KeptReason::NotInitialized,
-                message: "the NodeClaim has no Node yet".to_string(),
-            });
         }
     }
     out.sort_by(|a, b| {
@@ -193,83 +57,52 @@ pub fn candidates(
     (out, kept)
 }
 
-type Refusal = (KeptReason, String);
-
-#[allow(clippy::too_many_arguments)]
 fn candidate(
-    node: &Arc<Node>,
-    claim: Option<&Arc<NodeClaim>>,
-    pools: &BTreeMap<String, &Arc<NodePool>>,
-    pods: &[&Arc<K8sPod>],
-    snapshot: &ClusterSnapshot,
-    types: &BTreeMap<String, Arc<Vec<InstanceType>>>,
-    marks: &impl Fn(&NodeClaim, &NodePool) -> Marks,
+    record: &NodeRecord,
+    pdbs: &[Arc<PodDisruptionBudget>],
     now: Timestamp,
-) -> Result<Candidate, Refusal> {
-    let Some(claim) = claim else {
+) -> Result<Candidate, Verdict> {
+    let Some(claim) = &record.claim else {
         return Err((
             KeptReason::NotManaged,
             "no NodeClaim has this Node's providerID; nodewright disrupts only the nodes it launched".to_string(),
         ));
     };
-    let Some(pool_name) = claim.labels().get(NODE_POOL_LABEL_KEY) else {
+    let class = &claim.spec.node_class_ref;
+    if !class.is_ec2_node_class() {
         return Err((
             KeptReason::NotManaged,
-            format!("the NodeClaim has no {NODE_POOL_LABEL_KEY} label"),
+            format!(
+                "the NodeClaim's nodeClassRef is a {} of {:?}, not an EC2NodeClass of karpenter.k8s.aws; another provisioner manages it",
+                class.kind, class.group
+            ),
         ));
-    };
-    let Some(pool) = pools.get(pool_name) else {
+    }
+    let Some(node) = &record.node else {
         return Err((
-            KeptReason::NotManaged,
-            format!("NodePool {pool_name:?} does not exist; its nodes are left alone"),
+            KeptReason::NotInitialized,
+            "the NodeClaim has no Node yet".to_string(),
         ));
     };
-    let claim_conditions = claim
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_deref())
-        .unwrap_or_default();
-    if !is_condition_true(claim_conditions, NODE_CLAIM_INITIALIZED) {
+    if !record.initialized {
         return Err((
             KeptReason::NotInitialized,
             "the NodeClaim is not initialized yet".to_string(),
         ));
     }
-    let label = |key: &str| claim.labels().get(key).or_else(|| node.labels().get(key));
-    let (Some(instance_type), Some(capacity_type), Some(zone)) = (
-        label(INSTANCE_TYPE_LABEL_KEY),
-        label(CAPACITY_TYPE_LABEL_KEY),
-        label(ZONE_LABEL_KEY),
-    ) else {
-        return Err((
-            KeptReason::NotManaged,
-            format!(
-                "the node lacks one of {INSTANCE_TYPE_LABEL_KEY}, {CAPACITY_TYPE_LABEL_KEY}, {ZONE_LABEL_KEY}"
-            ),
-        ));
-    };
-    if claim.metadata.deletion_timestamp.is_some() || node.metadata.deletion_timestamp.is_some() {
+    if record.deleting {
         return Err((
             KeptReason::AlreadyDisrupting,
             "the node is already being deleted".to_string(),
         ));
     }
-    if snapshot
-        .state_nodes
-        .as_ref()
-        .and_then(|records| records.get(&node.name_any()))
-        .is_some_and(|r| r.marked_for_deletion || r.nominated)
-    {
+    if record.marked || record.nominated {
         return Err((
             KeptReason::AlreadyDisrupting,
             "another command is disrupting the node, or pods are nominated to it".to_string(),
         ));
     }
-    // Expiration is forceful: holds are for the drain, not the decision.
-    let expired = expires_at(claim).ok().flatten().is_some_and(|e| e <= now);
-    if !expired
-        && node.annotations().get(DO_NOT_DISRUPT_ANNOTATION_KEY) == Some(&"true".to_string())
-    {
+    if node.annotations().get(DO_NOT_DISRUPT_ANNOTATION_KEY) == Some(&"true".to_string()) {
         return Err((
             KeptReason::DoNotDisrupt,
             format!(
@@ -277,10 +110,94 @@ fn candidate(
             ),
         ));
     }
-    let seconds = now.as_second();
-    let held = pods.iter().find(|p| do_not_disrupt_active_at(p, seconds));
-    if !expired && let Some(pod) = held {
+    let Some(pool_name) = &record.pool_name else {
         return Err((
+            KeptReason::NotManaged,
+            format!("the NodeClaim has no {NODE_POOL_LABEL_KEY} label"),
+        ));
+    };
+    let Some(pool) = &record.pool else {
+        return Err((
+            KeptReason::NotManaged,
+            format!("NodePool {pool_name:?} does not exist; its nodes are left alone"),
+        ));
+    };
+    Ok(of_record(
+        record,
+        claim,
+        pool,
+        pool_name,
+        pods_block(&record.pods, pdbs, now),
+    ))
+}
+
+fn of_record(
+    record: &NodeRecord,
+    claim: &Arc<NodeClaim>,
+    pool: &Arc<NodePool>,
+    pool_name: &str,
+    blocked: Option<Verdict>,
+) -> Candidate {
+    Candidate {
+        name: record.name.clone(),
+        node_claim: claim.clone(),
+        node_pool: pool.clone(),
+        pool: pool_name.to_string(),
+        instance_type: record.instance_type.clone(),
+        capacity_type: record.capacity_type,
+        zone: record.zone.clone(),
+        price: record.price,
+        pods: record.reschedulable.clone(),
+        disruption_cost: record.disruption_cost,
+        reschedule_cost: record.reschedule_cost,
+        marks: record.marks.clone(),
+        interruption_cordon: record.node.as_ref().and_then(|n| interruption_cordon(n)),
+        blocked,
+    }
+}
+
+/// The kind of message the interruption controller cordoned `node` for,
+/// while it is cordoned.
+fn interruption_cordon(node: &Node) -> Option<String> {
+    let cordoned = node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true);
+    cordoned
+        .then(|| node.annotations().get(INTERRUPTION_CORDONED_ANNOTATION_KEY))
+        .flatten()
+        .cloned()
+}
+
+/// The first expired NodeClaim not already going (Karpenter's expiration
+/// controller, which `simulate --disruption` plays): expiration is
+/// forceful, so nothing else keeps it — not `do-not-disrupt`, a
+/// PodDisruptionBudget, initialization, or its Node missing.
+pub fn expired(records: &[NodeRecord]) -> Option<Candidate> {
+    records.iter().find_map(|record| {
+        let claim = record.claim.as_ref()?;
+        let pool = record.pool.as_ref()?;
+        let pool_name = record.pool_name.as_deref()?;
+        (record.marks.expired
+            && !record.is_disrupting()
+            && claim.spec.node_class_ref.is_ec2_node_class())
+        .then(|| of_record(record, claim, pool, pool_name, None))
+    })
+}
+
+/// Why one of `pods` blocks eviction (Karpenter's
+/// `ValidatePodsDisruptable`): `do-not-disrupt` on a pod that still runs,
+/// then the PodDisruptionBudgets of the pods a drain would evict.
+fn pods_block(
+    pods: &[Arc<K8sPod>],
+    pdbs: &[Arc<PodDisruptionBudget>],
+    now: Timestamp,
+) -> Option<Verdict> {
+    let seconds = now.as_second();
+    // A pod that finished or is being deleted holds nothing: only running
+    // pods' annotations count (Karpenter's `IsDisruptable`).
+    if let Some(pod) = pods
+        .iter()
+        .find(|p| is_active(p) && do_not_disrupt_active_at(p, seconds))
+    {
+        return Some((
             KeptReason::DoNotDisrupt,
             format!(
                 "pod {} has {DO_NOT_DISRUPT_ANNOTATION_KEY}; the node stays while it runs",
@@ -288,135 +205,87 @@ fn candidate(
             ),
         ));
     }
-    let reschedulable: Vec<&Arc<K8sPod>> = pods
-        .iter()
-        .copied()
-        .filter(|p| is_reschedulable(p))
-        .collect();
-    if !expired && let Some(message) = pdb_blocks(&reschedulable, &snapshot.pdbs) {
-        return Err((KeptReason::Pdb, message));
-    }
-    let price = offering_price(types, pool_name, instance_type, zone, capacity_type);
-    let cost: f64 = reschedulable.iter().map(|p| eviction_cost(p)).sum();
-    Ok(Candidate {
-        name: node.name_any(),
-        node_claim: claim.clone(),
-        node_pool: Arc::clone(pool),
-        instance_type: instance_type.clone(),
-        capacity_type: capacity_type.clone(),
-        zone: zone.clone(),
-        price,
-        pods: reschedulable.iter().map(|p| pod_key(p)).collect(),
-        disruption_cost: cost * lifetime_remaining(claim, now),
-        reschedule_cost: super::balanced::node_disruption_cost(reschedulable.iter().copied()),
-        marks: marks(claim, pool),
-    })
-}
-
-/// The hourly price of `instance_type` in `zone` with `capacity_type`
-/// among `pool`'s instance types (the cheapest such offering; 0 when the
-/// catalog has none).
-pub fn offering_price(
-    types: &BTreeMap<String, Arc<Vec<InstanceType>>>,
-    pool: &str,
-    instance_type: &str,
-    zone: &str,
-    capacity_type: &str,
-) -> f64 {
-    types
-        .get(pool)
-        .and_then(|types| types.iter().find(|t| t.name == instance_type))
-        .and_then(|t| {
-            t.offerings
-                .iter()
-                .filter(|o| o.zone == zone && o.capacity_type.label_value() == capacity_type)
-                .map(|o| o.price)
-                .min_by(f64::total_cmp)
-        })
-        .unwrap_or(0.0)
+    pdb_blocks(pods, pdbs, seconds).map(|m| (KeptReason::Pdb, m))
 }
 
 /// Why a PodDisruptionBudget keeps one of `pods` (Karpenter's
-/// `CanEvictPods`): a budget selecting it allows no disruption now, or more
-/// than one budget selects it (the eviction API refuses such pods).
-fn pdb_blocks(pods: &[&Arc<K8sPod>], pdbs: &[Arc<PodDisruptionBudget>]) -> Option<String> {
-    for pod in pods {
+/// `CanEvictPods`): of the pods a drain evicts (running, not static, not
+/// tolerating the disrupted taint, not held by `do-not-disrupt` — a
+/// DaemonSet's pods included), one is selected by more than one budget
+/// (the eviction API refuses it), or by a budget allowing no disruption
+/// now, unless the budget lets unhealthy pods go (`unhealthyPodEvictionPolicy:
+/// AlwaysAllow`) and the pod is not ready.
+fn pdb_blocks(pods: &[Arc<K8sPod>], pdbs: &[Arc<PodDisruptionBudget>], now: i64) -> Option<String> {
+    let evicted = pods.iter().filter(|p| {
+        is_active(p)
+            && !owned_by_node(p)
+            && !tolerates_disrupted_taint(p)
+            && !do_not_disrupt_active_at(p, now)
+    });
+    for pod in evicted {
         let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
-        let labels = pod.metadata.labels.clone().unwrap_or_default();
         let selecting: Vec<&Arc<PodDisruptionBudget>> = pdbs
             .iter()
             .filter(|pdb| pdb.metadata.namespace.as_deref().unwrap_or("default") == namespace)
-            .filter(|pdb| {
-                // A budget without a selector selects nothing; one that
-                // cannot be read is treated as selecting the pod.
-                pdb.spec
-                    .as_ref()
-                    .and_then(|s| s.selector.as_ref())
-                    .is_some_and(|s| {
-                        label_selector("PodDisruptionBudget", "spec.selector", s)
-                            .map_or(true, |s| s.matches(&labels))
-                    })
-            })
+            .filter(|pdb| selects(pdb, pod))
             .collect();
+        let key = |pdb: &PodDisruptionBudget| format!("{namespace}/{}", pdb.name_any());
         if selecting.len() > 1 {
+            let names: Vec<String> = selecting.iter().map(|p| key(p)).collect();
             return Some(format!(
-                "pod {} is selected by more than one PodDisruptionBudget ({}); it cannot be evicted",
+                "pod {} is selected by more than one PodDisruptionBudget ({}): eviction does not support multiple PDBs",
                 pod_key(pod),
-                selecting
-                    .iter()
-                    .map(|p| p.name_any())
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                names.join(", ")
             ));
         }
-        if let Some(pdb) = selecting.first() {
-            let allowed = pdb
-                .status
-                .as_ref()
-                .and_then(|s| s.disruptions_allowed)
-                .unwrap_or(0);
-            if allowed <= 0 {
-                return Some(format!(
-                    "PodDisruptionBudget {}/{} allows no disruption of pod {} now",
-                    namespace,
-                    pdb.name_any(),
-                    pod_key(pod)
-                ));
-            }
+        let Some(pdb) = selecting.first() else {
+            continue;
+        };
+        if always_allows_unhealthy(pdb) && !pod_is_ready(pod) {
+            continue;
+        }
+        let allowed = pdb
+            .status
+            .as_ref()
+            .and_then(|s| s.disruptions_allowed)
+            .unwrap_or(0);
+        if allowed <= 0 {
+            return Some(format!(
+                "PodDisruptionBudget {} allows no disruption of pod {} now",
+                key(pdb),
+                pod_key(pod)
+            ));
         }
     }
     None
 }
 
-/// Karpenter's `EvictionCost`: 1, plus the pod's deletion cost and
-/// priority scaled down, clamped to [-10, 10].
-pub(crate) fn eviction_cost(pod: &K8sPod) -> f64 {
-    let mut cost = 1.0;
-    if let Some(deletion) = pod
-        .annotations()
-        .get("controller.kubernetes.io/pod-deletion-cost")
-        .and_then(|v| v.parse::<f64>().ok())
-    {
-        cost += deletion / 2f64.powi(27);
-    }
-    if let Some(priority) = pod.spec.as_ref().and_then(|s| s.priority) {
-        cost += f64::from(priority) / 2f64.powi(25);
-    }
-    cost.clamp(-10.0, 10.0)
+/// Whether `pdb` selects `pod`: a budget without a selector selects
+/// nothing; one whose selector cannot be read selects it (fail closed).
+fn selects(pdb: &PodDisruptionBudget, pod: &K8sPod) -> bool {
+    let labels = pod.metadata.labels.clone().unwrap_or_default();
+    pdb.spec
+        .as_ref()
+        .and_then(|s| s.selector.as_ref())
+        .is_some_and(|s| {
+            label_selector("PodDisruptionBudget", "spec.selector", s)
+                .map_or(true, |s| s.matches(&labels))
+        })
 }
 
-/// Karpenter's `LifetimeRemaining`: the share of `expireAfter` left (1
-/// without expiry), in [0, 1].
-fn lifetime_remaining(claim: &NodeClaim, now: Timestamp) -> f64 {
-    let (Ok(Some(expiry)), Some(created)) = (
-        expires_at(claim),
-        claim.metadata.creation_timestamp.as_ref(),
-    ) else {
-        return 1.0;
-    };
-    let total = expiry.duration_since(created.0).as_secs_f64();
-    if total <= 0.0 {
-        return 0.0;
-    }
-    (expiry.duration_since(now).as_secs_f64() / total).clamp(0.0, 1.0)
+/// `unhealthyPodEvictionPolicy: AlwaysAllow`.
+fn always_allows_unhealthy(pdb: &PodDisruptionBudget) -> bool {
+    pdb.spec
+        .as_ref()
+        .and_then(|s| s.unhealthy_pod_eviction_policy.as_deref())
+        == Some("AlwaysAllow")
+}
+
+/// Whether the pod's `Ready` condition is not `False` (Karpenter treats a
+/// pod as unhealthy only when it says so).
+fn pod_is_ready(pod: &K8sPod) -> bool {
+    !pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "False"))
 }

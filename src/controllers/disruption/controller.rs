@@ -1,12 +1,15 @@
-//! The disruption controller (Karpenter's `disruption`): every ten seconds,
-//! one pass of the methods over the cluster state with the marks the
-//! NodeClaims' conditions hold. The command found is computed again after
-//! Karpenter's 15-second wait and acted on only if it still holds. A delete
-//! marks its nodes for deletion and deletes their NodeClaims — the
+//! The disruption controller (Karpenter's `disruption`): one
+//! [pass](super::pass) over the cluster state with the marks the
+//! NodeClaims' conditions hold. A command found is started at once and the
+//! next pass follows at once, as Karpenter requeues; a pass that finds
+//! nothing waits [`POLL`]. Emptiness and consolidation commands are
+//! computed again after Karpenter's 15-second wait and acted on only if
+//! they still hold; drift is not (Karpenter does not validate drift). A
+//! delete marks its nodes for deletion and deletes their NodeClaims — the
 //! termination controller taints and drains them. A replace is handed to
-//! [`orchestration`](super::orchestration): candidates tainted, replacements
-//! created, candidates deleted once the replacements are initialized; the
-//! passes go on meanwhile, with those nodes counted as disrupting.
+//! the [`queue`](super::queue): candidates tainted, replacements created,
+//! candidates deleted once the replacements are initialized; the passes go
+//! on meanwhile, with those nodes counted as disrupting.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -16,9 +19,11 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
 use super::events::Publisher;
-use super::methods::Command;
-use super::orchestration;
-use super::plan::{DisruptionPlan, MarkSource, PlanOptions, plan};
+use super::pass::{Pass, PassOptions, pass};
+use super::queue::{self, Queue};
+use super::record::marks_from_conditions;
+use super::sim::Marked;
+use super::types::{Command, Method};
 use crate::apis::NodePool;
 use crate::apis::labels::DISRUPTED_TAINT_KEY;
 use crate::aws::instance_types::InstanceTypeProvider;
@@ -29,10 +34,10 @@ use crate::controllers::recorder::Recorder;
 use crate::metrics::{labels, metrics};
 use crate::scheduling::SchedulerOptions;
 
-/// How often a pass runs (Karpenter: 10 s).
+/// How long a pass that found nothing waits for the next (Karpenter: 10 s).
 pub const POLL: Duration = Duration::from_secs(10);
-/// How long a command waits before it is checked again and acted on
-/// (Karpenter's consolidation validation: 15 s).
+/// How long an emptiness or consolidation command waits before it is
+/// checked again and acted on (Karpenter's validation: 15 s).
 pub const VALIDATION_WAIT: Duration = Duration::from_secs(15);
 
 /// What the disruption controller works with.
@@ -53,6 +58,8 @@ pub struct DisruptionController {
     pub spot_to_spot: bool,
     /// `DisruptionBlocked` and `Unconsolidatable` events.
     pub events: Publisher,
+    /// The replace commands in flight.
+    pub queue: Arc<Queue>,
 }
 
 impl DisruptionController {
@@ -71,24 +78,30 @@ impl DisruptionController {
             instance_types,
             scheduler,
             validation_wait: VALIDATION_WAIT,
-            replacement_timeout: orchestration::REPLACEMENT_TIMEOUT,
+            replacement_timeout: queue::REPLACEMENT_TIMEOUT,
             spot_to_spot,
             events: Publisher::new(recorder),
+            queue: Arc::default(),
         }
     }
 
-    /// Runs passes until the process ends.
+    /// Runs passes until the process ends: the next at once after one that
+    /// started a command, [`POLL`] later otherwise.
     pub async fn run(self: Arc<Self>) {
         self.state.synced().await;
         loop {
-            match self.pass().await {
+            let wait = match self.pass().await {
                 Ok(started) if !started.is_empty() => {
                     tracing::info!(nodeclaims = ?started, "disrupting nodes");
+                    Duration::ZERO
                 }
-                Ok(_) => {}
-                Err(error) => tracing::warn!(%error, "disruption pass failed; retrying"),
-            }
-            tokio::time::sleep(POLL).await;
+                Ok(_) => POLL,
+                Err(error) => {
+                    tracing::warn!(%error, "disruption pass failed; retrying");
+                    POLL
+                }
+            };
+            tokio::time::sleep(wait).await;
         }
     }
 
@@ -96,31 +109,35 @@ impl DisruptionController {
     /// waiting for their replacements); none when no command holds.
     pub async fn pass(self: &Arc<Self>) -> Result<Vec<String>, ControllerError> {
         self.clear_stale_taints().await;
-        let Some((first, _)) = self.decide(true).await? else {
+        let Some((first, first_pools)) = self.decide(true).await? else {
             return Ok(Vec::new());
         };
-        tokio::time::sleep(self.validation_wait).await;
-        let again = self.decide(false).await?;
-        let Some(command) = still_holds(&first, again.as_ref().map(|(c, _)| c)) else {
-            metrics()
-                .disruption_failed_validations
-                .get_or_create(&labels(&[(
-                    "consolidation_type",
-                    first.method.consolidation_type(),
-                )]))
-                .inc();
-            tracing::info!(
-                method = first.method.as_str(),
-                "disruption command no longer holds; dropped"
-            );
-            return Ok(Vec::new());
+        let (command, pools) = if needs_validation(first.method) {
+            tokio::time::sleep(self.validation_wait).await;
+            let again = self.decide(false).await?;
+            let Some(command) = still_holds(&first, again.as_ref().map(|(c, _)| c)) else {
+                metrics()
+                    .disruption_failed_validations
+                    .get_or_create(&labels(&[(
+                        "consolidation_type",
+                        first.method.consolidation_type(),
+                    )]))
+                    .inc();
+                tracing::info!(
+                    method = first.method.as_str(),
+                    "disruption command no longer holds; dropped"
+                );
+                return Ok(Vec::new());
+            };
+            (command, again.map(|(_, pools)| pools).unwrap_or_default())
+        } else {
+            (first, first_pools)
         };
-        let pools = again.map(|(_, pools)| pools).unwrap_or_default();
         metrics()
             .disruption_decisions
             .get_or_create(&labels(&[
                 ("decision", command.decision()),
-                ("reason", &command.method.reason().to_lowercase()),
+                ("reason", command.method.metric_reason()),
                 ("consolidation_type", command.method.consolidation_type()),
             ]))
             .inc();
@@ -132,27 +149,30 @@ impl DisruptionController {
         if command.replacements.is_empty() {
             return self.delete(command).await;
         }
-        let started = orchestration::start(&self.client, &self.state, &pools, command).await?;
+        let started = queue::start(&self.client, &self.state, &pools, command).await?;
         tracing::info!(replacements = ?started.replacements, nodeclaims = ?names, "replacing nodes");
+        let id = self.queue.add(&started);
         let this = self.clone();
         tokio::spawn(async move {
-            if orchestration::finish(
+            let deleted = queue::finish(
                 &this.client,
                 &this.state,
                 &started,
                 this.replacement_timeout,
             )
-            .await
-            {
-                orchestration::hold_while_draining(&this.state, &started).await;
+            .await;
+            this.queue.remove(id);
+            if deleted {
+                queue::hold_while_draining(&this.state, &started).await;
             }
         });
         Ok(names)
     }
 
-    /// Takes `karpenter.sh/disrupted:NoSchedule` off Nodes no command is
-    /// disrupting and no deletion is under way for (a command this process
-    /// forgot when it restarted), as Karpenter's disruption loop does.
+    /// Takes `karpenter.sh/disrupted:NoSchedule` off Nodes no command in
+    /// the queue disrupts and no deletion is under way for (a command this
+    /// process forgot when it restarted), as Karpenter's disruption loop
+    /// does.
     async fn clear_stale_taints(&self) {
         let deleting: BTreeSet<String> = self
             .state
@@ -170,13 +190,14 @@ impl DisruptionController {
                 .is_some_and(|t| t.iter().any(|t| t.key == DISRUPTED_TAINT_KEY));
             let provider_id = node.spec.as_ref().and_then(|s| s.provider_id.as_ref());
             if !tainted
+                || self.queue.has(&node.name_any())
                 || self.state.is_marked_for_deletion(&node)
                 || provider_id.is_some_and(|id| deleting.contains(id))
             {
                 continue;
             }
             if let Err(error) =
-                orchestration::set_disrupted_taint(&self.client, &node.name_any(), false).await
+                queue::set_disrupted_taint(&self.client, &node.name_any(), false).await
             {
                 tracing::warn!(%error, node = %node.name_any(), "cannot remove a stale disrupted taint");
             }
@@ -191,7 +212,7 @@ impl DisruptionController {
             self.state.mark_for_deletion(&candidate.name);
             match delete_claim(&self.client, claim).await {
                 Ok(true) => {
-                    record_disrupted(claim, &command.method.reason().to_lowercase());
+                    record_disrupted(claim, command.method.metric_reason());
                     deleted.push(claim.name_any());
                 }
                 Ok(false) => self.state.unmark_for_deletion(&candidate.name),
@@ -204,7 +225,7 @@ impl DisruptionController {
         Ok(deleted)
     }
 
-    /// The first command of a pass over the cluster as it stands, with the
+    /// The command of a pass over the cluster as it stands, with the
     /// NodePools it read. `report`: record the pass's gauges and events (the
     /// pass that finds a command, not its validation).
     async fn decide(
@@ -214,35 +235,50 @@ impl DisruptionController {
         let snapshot = self.state.snapshot();
         let pools = snapshot.node_pools.clone();
         let provider = self.instance_types.clone();
-        let options = PlanOptions {
+        let options = PassOptions {
             at: Timestamp::now(),
             spot_to_spot: self.spot_to_spot,
             scheduler: self.scheduler.clone(),
-            marks: MarkSource::Conditions,
-            max_passes: Some(1),
             exhaustive: false,
         };
-        let found =
-            tokio::task::spawn_blocking(move || plan(&snapshot, &provider, &options)).await?;
-        let found = match found {
-            Ok(found) => found,
-            Err(problem) => {
-                // The provisioner reports unusable objects; the pass waits.
-                tracing::debug!(%problem, "disruption pass skipped");
-                return Ok(None);
-            }
-        };
+        let found = tokio::task::spawn_blocking(move || {
+            let found = pass(
+                &snapshot,
+                &provider,
+                &options,
+                &marks_from_conditions,
+                &BTreeSet::new(),
+            );
+            let marked: Vec<Marked> = snapshot
+                .node_claims
+                .iter()
+                .map(|c| Marked {
+                    node_claim: c.name_any(),
+                    marks: marks_from_conditions(c),
+                })
+                .collect();
+            (found, marked)
+        })
+        .await?;
+        let (found, marked) = found;
+        for problem in &found.problems {
+            // The provisioner reports unusable objects; their pools' nodes
+            // are kept and the others planned.
+            tracing::debug!(%problem, "disruption pass leaves a NodePool out");
+        }
         if report {
             record_pass(&found);
-            self.events.publish_kept(&found.kept, &found.marked).await;
+            self.events.publish_kept(&found.kept_nodes(), &marked).await;
             self.events.publish_approved(&found.moves).await;
         }
-        Ok(found
-            .decisions
-            .into_iter()
-            .next()
-            .map(|d| (d.command, pools)))
+        Ok(found.command.map(|c| (c, pools)))
     }
+}
+
+/// Whether Karpenter checks a command of `method` again after
+/// [`VALIDATION_WAIT`] (emptiness and consolidation; not drift).
+fn needs_validation(method: Method) -> bool {
+    !matches!(method, Method::Drift | Method::Expiration)
 }
 
 /// The command to act on after the validation wait, if `first` still
@@ -269,21 +305,22 @@ fn still_holds(first: &Command, again: Option<&Command>) -> Option<Command> {
     same.then(|| again.clone())
 }
 
-/// The pass's gauges and evaluation times, with Karpenter's names.
-fn record_pass(found: &DisruptionPlan) {
+/// The pass's gauges and evaluation times, with Karpenter's names and
+/// labels.
+fn record_pass(found: &Pass) {
     let m = metrics();
     for (reason, count) in &found.eligible {
         m.disruption_eligible_nodes
-            .get_or_create(&labels(&[("reason", &reason.to_lowercase())]))
+            .get_or_create(&labels(&[("reason", reason.metric_label())]))
             .set(*count as f64);
     }
-    for ((pool, reason), allowed) in &found.allowed {
+    // Karpenter reports what the budgets allow before the nodes already
+    // disrupting are taken off, capped as its int32 is, and labels the
+    // reason as NodePools spell it.
+    for ((pool, reason), allowed) in &found.budgets.allowed {
         m.nodepools_allowed_disruptions
-            .get_or_create(&labels(&[
-                ("nodepool", pool),
-                ("reason", &reason.to_lowercase()),
-            ]))
-            .set(*allowed as f64);
+            .get_or_create(&labels(&[("nodepool", pool), ("reason", reason.as_str())]))
+            .set((*allowed).min(i32::MAX as usize) as f64);
     }
     for scored in &found.moves {
         for part in &scored.pools {
@@ -326,7 +363,7 @@ fn record_pass(found: &DisruptionPlan) {
     for (method, took) in &found.evaluations {
         m.disruption_evaluation_duration
             .get_or_create(&labels(&[
-                ("reason", &method.reason().to_lowercase()),
+                ("reason", method.metric_reason()),
                 ("consolidation_type", method.consolidation_type()),
             ]))
             .observe(took.as_secs_f64());
@@ -337,8 +374,7 @@ fn record_pass(found: &DisruptionPlan) {
 mod tests {
     use super::*;
     use crate::apis::NodeClaim;
-    use crate::controllers::disruption::candidates::{Candidate, Marks};
-    use crate::controllers::disruption::methods::Method;
+    use crate::controllers::disruption::types::{Candidate, Marks, Method};
     use crate::scheduling::{CapacityType, NewNodeClaim, Requirements, Resources};
 
     fn candidate(name: &str) -> Candidate {
@@ -359,14 +395,17 @@ mod tests {
             name: name.to_string(),
             node_claim: Arc::new(claim),
             node_pool: Arc::new(pool),
-            instance_type: "m5.xlarge".to_string(),
-            capacity_type: "on-demand".to_string(),
-            zone: "us-east-1a".to_string(),
+            pool: "default".to_string(),
+            instance_type: Some("m5.xlarge".to_string()),
+            capacity_type: Some(CapacityType::OnDemand),
+            zone: Some("us-east-1a".to_string()),
             price: 0.192,
             pods: Vec::new(),
             disruption_cost: 1.0,
             reschedule_cost: 1.0,
             marks: Marks::default(),
+            interruption_cordon: None,
+            blocked: None,
         }
     }
 

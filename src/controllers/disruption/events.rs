@@ -14,8 +14,8 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType};
 
 use super::balanced::ScoredMove;
-use super::candidates::{Kept, KeptReason};
-use super::plan::Marked;
+use super::sim::Marked;
+use super::types::{Kept, KeptReason};
 use crate::controllers::recorder::Recorder;
 
 /// How long the same event on the same node is not repeated.
@@ -29,7 +29,8 @@ pub fn event_reason(reason: KeptReason) -> Option<&'static str> {
         | KeptReason::DoNotDisrupt
         | KeptReason::Pdb
         | KeptReason::Budget => Some("DisruptionBlocked"),
-        KeptReason::PodsDoNotFit
+        KeptReason::UnknownOffering
+        | KeptReason::PodsDoNotFit
         | KeptReason::NoCheaperOption
         | KeptReason::SpotToSpot
         | KeptReason::MinValues => Some("Unconsolidatable"),
@@ -48,7 +49,7 @@ pub fn kept_events<'a>(
     let disruptable = |claim: &str| {
         marked
             .iter()
-            .any(|m| m.node_claim == claim && (m.consolidatable || m.drifted.is_some()))
+            .any(|m| m.node_claim == claim && (m.marks.consolidatable || m.marks.drifted.is_some()))
     };
     kept.iter()
         .filter(|k| k.node_claim.as_deref().is_some_and(disruptable))
@@ -195,9 +196,11 @@ mod tests {
     fn marked(node: &str, consolidatable: bool, drifted: bool) -> Marked {
         Marked {
             node_claim: format!("{node}-claim"),
-            consolidatable,
-            drifted: drifted.then(|| "NodePoolDrifted".to_string()),
-            expired: false,
+            marks: crate::controllers::disruption::types::Marks {
+                consolidatable,
+                drifted: drifted.then(|| "NodePoolDrifted".to_string()),
+                expired: false,
+            },
         }
     }
 

@@ -1,19 +1,23 @@
-//! Disruption: which NodeClaims are marked consolidatable, drifted or
-//! expired ([`marking`]), the budgets that cap how many of a NodePool's
-//! nodes may be disrupted at once ([`budgets`]), which nodes a pass may
-//! take ([`candidates`]), the methods that decide ([`methods`]) and the
-//! passes over a cluster ([`plan`]): pure functions of the objects, shared
-//! by the controllers and `simulate --disruption`. [`controller`] acts on
-//! them in the cluster, [`orchestration`] carries out replace commands and
-//! [`events`] tells users why a node stays. [`balanced`] scores
-//! consolidation moves for `consolidationPolicy: Balanced`.
+//! Disruption (Karpenter's `disruption` package), cut along its seams:
+//! the vocabulary ([`types`]), one record per node per pass ([`record`]),
+//! which nodes a pass may take ([`candidates`]), the budgets
+//! ([`budgets`]), what the methods share ([`context`]), the methods
+//! ([`methods`]), `Balanced` scoring ([`balanced`]), one pass
+//! ([`pass`]), the offline passes of `simulate --disruption` ([`sim`]),
+//! the controller ([`controller`]), the replace commands in flight
+//! ([`queue`]) and the events ([`events`]). The marks a pass reads
+//! (`Consolidatable`, `Drifted`, expiry) are the NodeClaim controllers'
+//! ([`crate::controllers::nodeclaim::marks`]).
 
 pub mod balanced;
 pub mod budgets;
 pub mod candidates;
+pub mod context;
 pub mod controller;
 pub mod events;
-pub mod marking;
 pub mod methods;
-pub mod orchestration;
-pub mod plan;
+pub mod pass;
+pub mod queue;
+pub mod record;
+pub mod sim;
+pub mod types;

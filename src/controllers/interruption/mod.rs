@@ -42,10 +42,11 @@ use self::policy::{Policy, policies};
 use crate::apis::NodeClaim;
 use crate::apis::labels::{
     CAPACITY_RESERVATION_ID_LABEL_KEY, INSTANCE_TYPE_LABEL_KEY,
-    NODE_CLAIM_TERMINATION_TIMESTAMP_ANNOTATION_KEY, NODE_POOL_LABEL_KEY, ZONE_LABEL_KEY,
+    INTERRUPTION_CORDONED_ANNOTATION_KEY, NODE_CLAIM_TERMINATION_TIMESTAMP_ANNOTATION_KEY,
+    NODE_POOL_LABEL_KEY, ZONE_LABEL_KEY,
 };
 use crate::aws::instance_types::InstanceTypeProvider;
-use crate::cloudprovider::OfferingKey;
+use crate::cloudprovider::{OfferingKey, ProviderId};
 use crate::cluster::ClusterState;
 use crate::controllers::ControllerError;
 use crate::controllers::nodeclaim::{delete_claim, record_disrupted};
@@ -84,7 +85,7 @@ impl Action {
 /// The action for a message of `kind` on a node of a NodePool whose
 /// annotations are `pool` (absent or invalid: Karpenter's defaults).
 pub fn action_for(kind: Kind, pool: Option<&std::collections::BTreeMap<String, String>>) -> Action {
-    let policies = pool.and_then(|a| policies(a).ok()).unwrap_or_default();
+    let policies = pool.map(|a| policies(a).0).unwrap_or_default();
     let of = |policy: Policy| match policy {
         Policy::Drain => Action::Drain,
         Policy::Cordon => Action::Cordon,
@@ -306,7 +307,7 @@ impl InterruptionHandler {
                 .claims_of_instances(ids.iter().map(String::as_str)),
             None => self
                 .state
-                .claims_with_provider_id(|id| instance_id(id).is_some()),
+                .claims_with_provider_id(|id| ProviderId::parse(id).is_some()),
         };
         let mut out: HashMap<String, Vec<Target>> = HashMap::new();
         for (claim, node) in found {
@@ -314,8 +315,8 @@ impl InterruptionHandler {
                 .status
                 .as_ref()
                 .and_then(|s| s.provider_id.as_deref())
-                .and_then(instance_id)
-                .map(str::to_string)
+                .and_then(ProviderId::parse)
+                .map(|p| p.instance_id().to_string())
             else {
                 continue;
             };
@@ -396,18 +397,20 @@ impl InterruptionHandler {
                 ("action", action.as_str()),
             ]))
             .inc();
+        // A forceful interruption bounds the drain even of a claim already
+        // being deleted: the instance goes whatever the drain waits for.
+        if action == Action::Forceful {
+            self.annotate_termination_now(claim).await?;
+        }
         if claim.metadata.deletion_timestamp.is_some() {
             return Ok(());
         }
         match action {
-            Action::Forceful => {
-                self.annotate_termination_now(claim).await?;
-                self.delete(kind, claim, nodes).await
-            }
+            Action::Forceful => self.delete(kind, claim, nodes).await,
             Action::Drain => self.delete(kind, claim, nodes).await,
             Action::Cordon => {
                 for node in nodes {
-                    cordon(&self.client, node).await?;
+                    cordon(&self.client, node, kind).await?;
                 }
                 Ok(())
             }
@@ -443,13 +446,18 @@ impl InterruptionHandler {
     }
 
     async fn annotate_termination_now(&self, claim: &NodeClaim) -> Result<(), ControllerError> {
-        if claim
+        let now = k8s_openapi::jiff::Timestamp::now().round(k8s_openapi::jiff::Unit::Second);
+        // A deadline already set and no later than now stands; a later one
+        // (a drain bounded by terminationGracePeriod) is brought forward.
+        let set = claim
             .annotations()
-            .contains_key(NODE_CLAIM_TERMINATION_TIMESTAMP_ANNOTATION_KEY)
+            .get(NODE_CLAIM_TERMINATION_TIMESTAMP_ANNOTATION_KEY)
+            .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok());
+        if let (Some(set), Ok(now)) = (set, &now)
+            && set <= *now
         {
             return Ok(());
         }
-        let now = k8s_openapi::jiff::Timestamp::now().round(k8s_openapi::jiff::Unit::Second);
         let patch = serde_json::json!({"metadata": {"annotations": {
             NODE_CLAIM_TERMINATION_TIMESTAMP_ANNOTATION_KEY: now.map(|t| t.to_string()).unwrap_or_default(),
         }}});
@@ -519,11 +527,21 @@ impl InterruptionHandler {
 }
 
 /// Marks `node` unschedulable (as `kubectl cordon`).
-async fn cordon(client: &kube::Client, node: &Node) -> Result<(), ControllerError> {
-    if node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true) {
+async fn cordon(client: &kube::Client, node: &Node, kind: Kind) -> Result<(), ControllerError> {
+    let cordoned = node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true);
+    if cordoned
+        && node
+            .annotations()
+            .contains_key(INTERRUPTION_CORDONED_ANNOTATION_KEY)
+    {
         return Ok(());
     }
-    let patch = serde_json::json!({"spec": {"unschedulable": true}});
+    // The annotation tells consolidation the cordon is this policy's: the
+    // node's pods wait for an operator, so it is not drained for savings.
+    let patch = serde_json::json!({
+        "metadata": {"annotations": {INTERRUPTION_CORDONED_ANNOTATION_KEY: kind.as_str()}},
+        "spec": {"unschedulable": true},
+    });
     match Api::<Node>::all(client.clone())
         .patch(
             &node.name_any(),
@@ -539,16 +557,6 @@ async fn cordon(client: &kube::Client, node: &Node) -> Result<(), ControllerErro
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
         Err(error) => Err(error.into()),
     }
-}
-
-/// `delay` less up to half of it, at random, so replicas and restarts do
-/// not poll a recovering queue in step.
-/// The EC2 instance ID at the end of a providerID (`aws:///zone/i-…`).
-fn instance_id(provider_id: &str) -> Option<&str> {
-    provider_id
-        .rsplit('/')
-        .next()
-        .filter(|id| id.starts_with("i-"))
 }
 
 /// The instances some parsed messages are about.

@@ -64,9 +64,10 @@ impl Default for Policies {
     }
 }
 
-/// The policies a NodePool's annotations ask for; every problem, each
-/// naming its annotation.
-pub fn policies(annotations: &BTreeMap<String, String>) -> Result<Policies, Vec<ValidationError>> {
+/// The policies a NodePool's annotations ask for, and every problem, each
+/// naming its annotation. An annotation in error leaves its policy at the
+/// default; the others still hold.
+pub fn policies(annotations: &BTreeMap<String, String>) -> (Policies, Vec<ValidationError>) {
     let mut out = Policies::default();
     let mut errors = Vec::new();
     for (key, value) in annotations.iter().filter(|(k, _)| k.starts_with(PREFIX)) {
@@ -94,11 +95,7 @@ pub fn policies(annotations: &BTreeMap<String, String>) -> Result<Policies, Vec<
             }),
         }
     }
-    if errors.is_empty() {
-        Ok(out)
-    } else {
-        Err(errors)
-    }
+    (out, errors)
 }
 
 #[cfg(test)]
@@ -114,7 +111,8 @@ mod tests {
 
     #[test]
     fn without_annotations_the_policies_are_karpenters() {
-        let p = policies(&of(&[("other", "x")])).unwrap();
+        let (p, errors) = policies(&of(&[("other", "x")]));
+        assert!(errors.is_empty());
         assert_eq!(p, Policies::default());
         assert_eq!(p.scheduled_change, Policy::Drain);
         assert_eq!(p.rebalance, Policy::Ignore);
@@ -122,22 +120,21 @@ mod tests {
 
     #[test]
     fn a_stateful_pool_cordons_on_scheduled_changes() {
-        let p = policies(&of(&[
+        let (p, errors) = policies(&of(&[
             (SCHEDULED_CHANGE_ANNOTATION_KEY, "Cordon"),
             (REBALANCE_ANNOTATION_KEY, "Ignore"),
-        ]))
-        .unwrap();
+        ]));
+        assert!(errors.is_empty());
         assert_eq!(p.scheduled_change, Policy::Cordon);
         assert_eq!(p.rebalance, Policy::Ignore);
     }
 
     #[test]
     fn a_bad_value_and_a_forced_kind_name_their_annotation() {
-        let errors = policies(&of(&[
+        let (_, errors) = policies(&of(&[
             (SCHEDULED_CHANGE_ANNOTATION_KEY, "cordon"),
             ("nodewright.io/interruption-spot", "Ignore"),
-        ]))
-        .unwrap_err();
+        ]));
         let text: Vec<String> = errors.iter().map(ToString::to_string).collect();
         assert_eq!(text.len(), 2, "{text:?}");
         assert!(
@@ -151,5 +148,20 @@ mod tests {
                 .any(|t| t.contains("interruption-spot") && t.contains("always acted on")),
             "{text:?}"
         );
+    }
+
+    #[test]
+    fn one_invalid_annotation_does_not_reset_the_valid_one() {
+        let (p, errors) = policies(&of(&[
+            (SCHEDULED_CHANGE_ANNOTATION_KEY, "Cordon"),
+            (REBALANCE_ANNOTATION_KEY, "drain"),
+        ]));
+        assert_eq!(p.scheduled_change, Policy::Cordon, "the valid one holds");
+        assert_eq!(
+            p.rebalance,
+            Policy::Ignore,
+            "the invalid one is the default"
+        );
+        assert_eq!(errors.len(), 1);
     }
 }

@@ -198,12 +198,7 @@ pub async fn reconcile(ctx: &NodeClaimContext, node: &Node) -> Result<Action, Co
 }
 
 fn is_ready(node: &Node) -> bool {
-    node.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .into_iter()
-        .flatten()
-        .any(|c| c.type_ == "Ready" && c.status == "True")
+    crate::apis::conditions::node_is_ready(node)
 }
 
 /// When the node must be gone, in seconds since the epoch: the earlier of

@@ -11,12 +11,16 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 
+use super::marks::{
+    Consolidatable, INSTANCE_TYPE_CHECK_AGE, consolidatable, instance_type_drift, node_pool_drift,
+    requirements_drift,
+};
 use super::{NodeClaimContext, patch_status};
 use crate::apis::conditions::{
     NODE_CLAIM_CONSOLIDATABLE, NODE_CLAIM_DRIFTED, NODE_CLAIM_LAUNCHED, is_condition_true,
@@ -26,15 +30,9 @@ use crate::apis::labels::NODE_POOL_LABEL_KEY;
 use crate::apis::{ConditionStatus, NodeClaim, NodePool};
 use crate::cloudprovider::DriftReason;
 use crate::controllers::ControllerError;
-use crate::controllers::disruption::marking::{
-    Consolidatable, consolidatable, instance_type_drift, node_pool_drift, requirements_drift,
-};
 
 /// How often drift is checked again without a trigger.
 const DRIFT_POLL: Duration = Duration::from_secs(5 * 60);
-/// Claims younger than this are not checked for instance-type drift (a
-/// catalog refresh can lag a launch; Karpenter: one hour).
-const INSTANCE_TYPE_CHECK_AGE: SignedDuration = SignedDuration::from_hours(1);
 /// How long a claim found on an offered instance type is not checked again
 /// (Karpenter: 30 minutes).
 const INSTANCE_TYPE_CHECK_TTL: Duration = Duration::from_secs(30 * 60);
@@ -112,7 +110,9 @@ pub async fn reconcile(
     now: Timestamp,
 ) -> Result<Action, ControllerError> {
     ctx.state.synced().await;
-    if claim.metadata.deletion_timestamp.is_some() {
+    // A claim of another provisioner's node class is not ours to mark.
+    if claim.metadata.deletion_timestamp.is_some() || !claim.spec.node_class_ref.is_ec2_node_class()
+    {
         return Ok(Action::await_change());
     }
     let Some(pool_name) = claim.labels().get(NODE_POOL_LABEL_KEY) else {

@@ -13,11 +13,11 @@ use kube::ResourceExt;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 
+use super::marks::expires_at;
 use super::{NodeClaimContext, delete_claim, record_disrupted};
 use crate::apis::NodeClaim;
 use crate::apis::labels::NODE_POOL_LABEL_KEY;
 use crate::controllers::ControllerError;
-use crate::controllers::disruption::marking::expires_at;
 
 /// Runs the controller until the cluster state's feeds end.
 pub async fn run(ctx: Arc<NodeClaimContext>) {
@@ -46,9 +46,12 @@ pub async fn reconcile(
     claim: &NodeClaim,
     now: Timestamp,
 ) -> Result<Action, ControllerError> {
-    // Claims nodewright did not make (no NodePool) are not its to expire.
+    // Claims nodewright did not make (no NodePool, another provisioner's
+    // node class) are not its to expire; one already being deleted is
+    // expired once.
     if claim.metadata.deletion_timestamp.is_some()
         || !claim.labels().contains_key(NODE_POOL_LABEL_KEY)
+        || !claim.spec.node_class_ref.is_ec2_node_class()
     {
         return Ok(Action::await_change());
     }

@@ -132,14 +132,9 @@ pub async fn collect(ctx: &NodeClaimContext) -> Result<Collected, ControllerErro
         {
             continue;
         }
-        let node_ready = nodes_of(&ctx.state, &claim).iter().any(|n| {
-            n.status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .into_iter()
-                .flatten()
-                .any(|c| c.type_ == "Ready" && c.status == "True")
-        });
+        let node_ready = nodes_of(&ctx.state, &claim)
+            .iter()
+            .any(|n| crate::apis::conditions::node_is_ready(n));
         if node_ready {
             continue;
         }

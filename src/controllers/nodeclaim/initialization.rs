@@ -85,14 +85,7 @@ fn set(claim: &mut NodeClaim, reason: &str, message: &str) {
 /// The condition reason and message of what still keeps `node` from being
 /// initialized, or `None` when nothing does.
 pub fn not_initialized_because(claim: &NodeClaim, node: &Node) -> Option<(&'static str, String)> {
-    let ready = node
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .into_iter()
-        .flatten()
-        .any(|c| c.type_ == "Ready" && c.status == "True");
-    if !ready {
+    if !crate::apis::conditions::node_is_ready(node) {
         return Some(("NodeNotReady", "Node status is NotReady".to_string()));
     }
     let taints = node

@@ -1,8 +1,11 @@
 //! NodeClaim controllers: the lifecycle (launch → registration →
 //! initialization, with the liveness timeouts) and finalization (the Node
 //! removed, then the instance), Karpenter's `nodeclaim.lifecycle`; the
-//! disruption marks (`Drifted`, `Consolidatable`), expiration, the pod
-//! events `consolidateAfter` counts from, and garbage collection.
+//! disruption marks (`Drifted`, `Consolidatable`: what they are in
+//! [`marks`], the controller that writes them in [`disruption`]),
+//! expiration, the pod events `consolidateAfter` counts from, and garbage
+//! collection. The disruption controllers read what these write; nothing
+//! here depends on them.
 
 pub mod disruption;
 pub mod expiration;
@@ -11,6 +14,7 @@ pub mod garbage_collection;
 mod initialization;
 mod launch;
 mod lifecycle;
+pub mod marks;
 pub mod pod_events;
 mod registration;
 

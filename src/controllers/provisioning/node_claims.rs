@@ -223,7 +223,7 @@ spec:
     #[test]
     fn a_claim_made_before_the_pool_is_stamped_drifts_when_its_template_changes() {
         use crate::cloudprovider::DriftReason;
-        use crate::controllers::disruption::marking::node_pool_drift;
+        use crate::controllers::nodeclaim::marks::node_pool_drift;
 
         let stamp = |mut pool: NodePool| {
             let hash = node_pool_hash(&pool);

@@ -20,6 +20,8 @@ pub(super) struct NodeSlot<'m> {
     pub(super) free: Cow<'m, [i64]>,
     pub(super) host_ports: Cow<'m, [HostPort]>,
     pub(super) host_counts: Vec<(u32, i32)>,
+    /// Takes no moving pod (see [`Model::solve_moving`](super::Model::solve_moving)).
+    pub(super) closed_to_moving: bool,
 }
 
 impl<'m> NodeSlot<'m> {
@@ -29,6 +31,7 @@ impl<'m> NodeSlot<'m> {
             free: Cow::Borrowed(&base.free),
             host_ports: Cow::Borrowed(&base.host_ports),
             host_counts: Vec::new(),
+            closed_to_moving: false,
         }
     }
 }
@@ -42,6 +45,12 @@ impl State<'_> {
         node: &NodeSlot,
     ) -> Result<(), String> {
         let p = &self.pods[pi];
+        if p.moving && node.closed_to_moving {
+            return Err(why!(
+                explain,
+                "the node takes no pods moved off other nodes now"
+            ));
+        }
         if let Some(d) = p
             .requests
             .iter()

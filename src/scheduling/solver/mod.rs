@@ -132,6 +132,27 @@ struct State<'m> {
 }
 
 impl<'m> State<'m> {
+    /// [`State::prepare`], with the slots at `closed` taking none of the
+    /// first `moving` pods.
+    fn prepare_closed(
+        m: &'m Model,
+        nodes: &[&'m model::NodeBase],
+        pods: &[&Pod],
+        closed: &[usize],
+        moving: usize,
+    ) -> Self {
+        let mut state = State::prepare(m, nodes, pods);
+        for &slot in closed {
+            if let Some(node) = state.nodes.get_mut(slot) {
+                node.closed_to_moving = true;
+            }
+        }
+        for pod in state.pods.iter_mut().take(moving) {
+            pod.moving = true;
+        }
+        state
+    }
+
     /// A solve of `pods` on `nodes` (in the model's order).
     fn prepare(m: &'m Model, nodes: &[&'m model::NodeBase], pods: &[&Pod]) -> Self {
         let mut pool_left: Vec<PoolLeft> = m

@@ -37,6 +37,9 @@ pub(super) struct PodP {
     /// Per pool: (tolerates all taints incl. PreferNoSchedule, tolerates NoSchedule/NoExecute ones).
     pub(super) pool_taints: Vec<(bool, bool)>,
     pub(super) host_ports: Vec<HostPort>,
+    /// Moved off another node by a what-if (not pending): kept off the
+    /// nodes closed to such pods.
+    pub(super) moving: bool,
 }
 
 pub(super) fn merged_selector(
@@ -133,6 +136,7 @@ impl State<'_> {
                 blocked_by: Vec::new(),
                 pool_taints,
                 host_ports: pod.host_ports.clone(),
+                moving: false,
             });
         }
     }

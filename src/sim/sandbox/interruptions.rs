@@ -25,6 +25,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 use tokio::task::JoinSet;
 
+use crate::cloudprovider::ProviderId;
 use crate::cluster::ClusterState;
 use crate::controllers::interruption::InterruptionHandler;
 use crate::controllers::recorder::Recorder;
@@ -146,8 +147,8 @@ impl Injector {
             .spec
             .as_ref()
             .and_then(|s| s.provider_id.as_deref())
-            .and_then(|p| p.rsplit('/').next())
-            .unwrap_or_default();
+            .and_then(ProviderId::parse);
+        let instance = instance.as_ref().map_or("", ProviderId::instance_id);
         let Some(body) = body_for(kind, instance) else {
             let note = format!(
                 "{INJECT_ANNOTATION_KEY}={kind:?} is not a kind the sandbox injects; use one of {}",

@@ -28,7 +28,7 @@ use super::node::{self, Registration};
 use crate::apis::NodeClaim;
 use crate::apis::labels::{INSTANCE_TYPE_LABEL_KEY, NODE_REGISTERED_LABEL_KEY, ZONE_LABEL_KEY};
 use crate::cloudprovider::CloudProvider;
-use crate::cloudprovider::launch::instance_id;
+use crate::cloudprovider::ProviderId;
 use crate::cluster::ClusterState;
 
 /// How the simulated kubelet behaves.
@@ -242,7 +242,8 @@ impl Kubelet {
             .iter()
             .position(|z| *z == zone)
             .unwrap_or(0);
-        let instance = instance_id(provider_id).unwrap_or(provider_id);
+        let parsed = ProviderId::parse(provider_id);
+        let instance = parsed.as_ref().map_or(provider_id, ProviderId::instance_id);
         let ip = self.free_ip(zone_index, node::preferred_host(instance));
         let name = node::node_name(&self.settings.region, ip);
         let object = node::registering_node(

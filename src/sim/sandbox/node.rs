@@ -127,9 +127,9 @@ pub fn registering_node(claim: &NodeClaim, registration: &Registration<'_>) -> N
     let instance = status
         .provider_id
         .as_deref()
-        .and_then(crate::cloudprovider::launch::instance_id)
-        .unwrap_or_default()
-        .to_string();
+        .and_then(crate::cloudprovider::ProviderId::parse)
+        .map(|p| p.instance_id().to_string())
+        .unwrap_or_default();
     let ip = registration.ip.to_string();
     let value = json!({
         "apiVersion": "v1",

@@ -181,6 +181,62 @@ impl Model {
         State::prepare(self, &nodes, &pods).run()
     }
 
+    /// [`Model::solve_without`] where the nodes at `closed` take none of
+    /// the `moving` pods (placed first, then `others`): a consolidation
+    /// does not move pods onto a node within its `consolidateAfter`
+    /// (Karpenter v1.14), while pending pods and those of deleting nodes
+    /// may land there.
+    pub fn solve_moving<'p>(
+        &self,
+        without: &[usize],
+        closed: &[usize],
+        moving: impl IntoIterator<Item = &'p Pod>,
+        others: impl IntoIterator<Item = &'p Pod>,
+    ) -> SchedulingResult {
+        let moving: Vec<&Pod> = moving.into_iter().collect();
+        let count = moving.len();
+        let pods: Vec<&Pod> = moving.into_iter().chain(others).collect();
+        if closed.is_empty() {
+            return self.solve_without(without, pods);
+        }
+        let closed_names: Vec<&str> = closed
+            .iter()
+            .filter_map(|&i| self.nodes.get(i))
+            .map(|n| n.source.name.as_str())
+            .collect();
+        if pods.iter().any(|p| !self.res.knows(&p.requests)) {
+            let names: Vec<&str> = without
+                .iter()
+                .filter_map(|&i| self.nodes.get(i))
+                .map(|n| n.source.name.as_str())
+                .collect();
+            let keep = |n: &ExistingNode| !names.contains(&n.name.as_str());
+            let model = self.recompiled(&keep, &pods);
+            let closed: Vec<usize> = closed_names
+                .iter()
+                .filter_map(|n| model.node_index(n))
+                .collect();
+            let nodes: Vec<&NodeBase> = model.nodes.iter().collect();
+            return State::prepare_closed(&model, &nodes, &pods, &closed, count).run();
+        }
+        let (nodes, closed): (Vec<&NodeBase>, Vec<usize>) = {
+            let kept: Vec<(usize, &NodeBase)> = self
+                .nodes
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| !without.contains(i))
+                .collect();
+            let closed = kept
+                .iter()
+                .enumerate()
+                .filter(|(_, (i, _))| closed.contains(i))
+                .map(|(slot, _)| slot)
+                .collect();
+            (kept.into_iter().map(|(_, n)| n).collect(), closed)
+        };
+        State::prepare_closed(self, &nodes, &pods, &closed, count).run()
+    }
+
     /// Places the input's pending pods on every node.
     pub fn solve_pending(&self) -> SchedulingResult {
         self.solve(|_| true, &self.pending)

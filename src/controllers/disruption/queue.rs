@@ -1,4 +1,6 @@
-//! Carrying out a replace command (Karpenter's orchestration queue). The
+//! Carrying out a replace command (Karpenter's orchestration queue). Each
+//! command in flight is in the [`Queue`], so passes and the stale-taint
+//! cleanup know its nodes. The
 //! candidates are marked for deletion and tainted
 //! `karpenter.sh/disrupted:NoSchedule`, so no new pod lands on them, and the
 //! replacement NodeClaims are created. Only once every replacement is
@@ -9,7 +11,9 @@
 //! command back: the taint comes off and the candidates stay; a
 //! replacement that did come up is left to consolidation like any node.
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Node, Taint};
@@ -17,8 +21,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Client, ResourceExt};
 
-use super::candidates::Candidate;
-use super::methods::{Command, Method};
+use super::types::{Candidate, Command, Method};
 use crate::apis::conditions::{NODE_CLAIM_INITIALIZED, is_condition_true};
 use crate::apis::{NodeClaim, NodePool};
 use crate::cluster::ClusterState;
@@ -39,6 +42,51 @@ const HOLD_AFTER: Duration = Duration::from_secs(30);
 /// The longest a replacement is held while its candidates drain (a drain
 /// that takes longer leaves it to the usual marks).
 const HOLD_MAX: Duration = Duration::from_secs(3600);
+
+/// The replace commands in flight, by id: what Karpenter's orchestration
+/// queue holds. A node of a command here is not a candidate and keeps its
+/// `karpenter.sh/disrupted` taint.
+#[derive(Default)]
+pub struct Queue {
+    next: AtomicU64,
+    commands: Mutex<BTreeMap<u64, Vec<String>>>,
+}
+
+impl Queue {
+    /// Adds a command's candidates (Node names); its id.
+    pub fn add(&self, started: &Started) -> u64 {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let nodes = started.candidates.iter().map(|c| c.name.clone()).collect();
+        self.lock().insert(id, nodes);
+        id
+    }
+
+    /// Takes a command out once it is done or rolled back.
+    pub fn remove(&self, id: u64) {
+        self.lock().remove(&id);
+    }
+
+    /// Whether a command in flight disrupts Node `name`.
+    pub fn has(&self, name: &str) -> bool {
+        self.lock()
+            .values()
+            .any(|nodes| nodes.iter().any(|n| n == name))
+    }
+
+    /// How many commands are in flight.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Whether no command is in flight.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Vec<String>>> {
+        self.commands.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
 
 /// A replace command whose replacements were created.
 pub struct Started {
@@ -110,7 +158,7 @@ pub async fn finish(
             .disruption_queue_failures
             .get_or_create(&labels(&[
                 ("decision", "replace"),
-                ("reason", &started.method.reason().to_lowercase()),
+                ("reason", started.method.metric_reason()),
                 ("consolidation_type", started.method.consolidation_type()),
             ]))
             .inc();
@@ -124,10 +172,7 @@ pub async fn finish(
         loop {
             match delete_claim(client, &candidate.node_claim).await {
                 Ok(true) => {
-                    record_disrupted(
-                        &candidate.node_claim,
-                        &started.method.reason().to_lowercase(),
-                    );
+                    record_disrupted(&candidate.node_claim, started.method.metric_reason());
                     deleted = true;
                 }
                 Ok(false) => {}
@@ -221,7 +266,7 @@ async fn create_replacements(
         let created = api.create(&PostParams::default(), &object).await?;
         let name = created.name_any();
         state.record_created(created);
-        count_created(&planned.node_pool, &command.method.reason().to_lowercase());
+        count_created(&planned.node_pool, command.method.metric_reason());
         tracing::info!(
             nodeclaim = %name,
             nodepool = %planned.node_pool,

@@ -20,6 +20,10 @@ use crate::cloudprovider::DriftReason;
 use crate::scheduling::node_pool::requirements_from_api;
 use crate::scheduling::{ConvertError, InstanceType, Requirements};
 
+/// Claims younger than this are not checked for instance-type drift (a
+/// catalog refresh can lag a launch; Karpenter: one hour).
+pub const INSTANCE_TYPE_CHECK_AGE: SignedDuration = SignedDuration::from_hours(1);
+
 /// Whether a NodeClaim is `Consolidatable`, and if not, why.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Consolidatable {

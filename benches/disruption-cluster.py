@@ -9,6 +9,7 @@ empty, some empty). Deterministic (SplitMix64, seed 7).
     benches/disruption-cluster.py 1000 > /tmp/disruption-1000.yaml
     benches/disruption-cluster.py 1000 --repack > /tmp/repack-1000.yaml   # lower bound
     benches/disruption-cluster.py 1000 --drifted 10 > /tmp/drift-1000.yaml  # every 10th NodeClaim drifted
+    benches/disruption-cluster.py 1000 --budget 100 > /tmp/all-1000.yaml     # a 100% budget
     /usr/bin/time -f "wall=%e maxrss_kb=%M" target/release/nodewright simulate \\
         /tmp/disruption-1000.yaml --disruption --at 2026-11-26T12:00:00Z --output json \\
         | python3 -c 'import json,sys; d=json.load(sys.stdin)["disruption"]; \\
@@ -63,6 +64,12 @@ def main():
         k = argv.index("--drifted")
         drifted = int(argv[k + 1])
         del argv[k:k + 2]
+    # --budget PCT: the NodePool's disruption budget (default 10%).
+    budget = "10%"
+    if "--budget" in argv:
+        k = argv.index("--budget")
+        budget = argv[k + 1] + "%"
+        del argv[k:k + 2]
     args = [a for a in argv if a != "--repack"]
     n = int(args[0]) if args else 1000
     every = round(100 / drifted) if drifted else 0
@@ -72,7 +79,7 @@ def main():
         {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
          "spec": {"disruption": {"consolidateAfter": "30s",
                                  "consolidationPolicy": "WhenEmptyOrUnderutilized",
-                                 "budgets": [{"nodes": "10%"}]},
+                                 "budgets": [{"nodes": budget}]},
                   "template": {"spec": {
                       "expireAfter": "720h",
                       "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},

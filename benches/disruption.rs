@@ -14,6 +14,11 @@
 //! NODEWRIGHT_BENCH_NODES=1000 cargo bench --bench disruption   # peak RSS of 1,000 alone
 //! ```
 //!
+//! A second table runs the passes until one finds nothing (what
+//! `simulate --disruption` plans) on the same cluster without drift, at
+//! its 10 % budget and at 100 %, and compares the saving with repacking
+//! every pod from scratch (`disruption-cluster.py N --repack`).
+//!
 //! Peak RSS is the process's (`VmHWM`), so a size's figure includes every
 //! smaller size run before it: measure one size per run for memory.
 
@@ -51,8 +56,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "| nodes | pods | candidates | emptiness | drift | multi-node | single-node | pass | command | $/h before → after | peak RSS |"
     );
     println!("|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|");
-    for nodes in sizes {
-        let path = cluster(nodes)?;
+    for &nodes in &sizes {
+        let drifted = DRIFTED_PERCENT.to_string();
+        let path = cluster(nodes, &["--drifted", &drifted])?;
         let manifests = Manifests::load(std::slice::from_ref(&path))?;
         let pods = manifests.pods().len();
         let snapshot = manifests.snapshot();
@@ -97,17 +103,73 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             rss::peak_rss_mib(),
         );
     }
+    println!();
+    println!(
+        "| nodes | budget | passes | decisions | wall | $/h before → after | repack $/h | share of the repack saving |"
+    );
+    println!("|---:|---:|---:|---:|---:|---|---:|---:|");
+    for nodes in sizes {
+        savings(nodes, &provider, at)?;
+    }
     Ok(())
 }
 
-/// Writes the cluster of `nodes` nodes under `target/` and returns its path.
-fn cluster(nodes: usize) -> Result<PathBuf, Box<dyn std::error::Error>> {
+/// The passes until one finds nothing, on the cluster without drift at a
+/// 10 % and a 100 % budget, against the repack of every pod from scratch
+/// (`simulate` on the same pods, pending, with no nodes): how much of the
+/// repack's saving consolidation reaches.
+fn savings(
+    nodes: usize,
+    provider: &InstanceTypeProvider,
+    at: Timestamp,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let repack = Manifests::load(&[cluster(nodes, &["--repack"])?])?;
+    let repack = nodewright::sim::plan(repack, provider, false)?.total_price_per_hour;
+    for budget in ["10", "100"] {
+        let path = cluster(nodes, &["--budget", budget])?;
+        let snapshot = Manifests::load(std::slice::from_ref(&path))?.snapshot();
+        let options = PlanOptions {
+            at,
+            spot_to_spot: false,
+            scheduler: SchedulerOptions::default(),
+            marks: MarkSource::Recompute,
+            max_passes: None,
+            exhaustive: false,
+        };
+        let started = Instant::now();
+        let found = plan(&snapshot, provider, &options);
+        let wall = started.elapsed();
+        let decided: usize = found
+            .decisions
+            .iter()
+            .map(|d| d.command.candidates.len())
+            .sum();
+        let share = (found.price_before - found.price_after) / (found.price_before - repack);
+        println!(
+            "| {nodes} | {budget} % | {} | {} commands, {decided} nodes | {:.1} s | {:.2} → {:.2} | {repack:.2} | {:.0} % |",
+            found.decisions.len(),
+            found.decisions.len(),
+            wall.as_secs_f64(),
+            found.price_before,
+            found.price_after,
+            share * 100.0,
+        );
+    }
+    Ok(())
+}
+
+/// Writes the cluster of `nodes` nodes made with `args` under `target/`
+/// and returns its path.
+fn cluster(nodes: usize, args: &[&str]) -> Result<PathBuf, Box<dyn std::error::Error>> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let path = root.join(format!("target/bench-disruption-{nodes}.yaml"));
+    let path = root.join(format!(
+        "target/bench-disruption-{nodes}{}.yaml",
+        args.join("").replace("--", "-")
+    ));
     let output = Command::new("python3")
         .arg(root.join("benches/disruption-cluster.py"))
         .arg(nodes.to_string())
-        .args(["--drifted", &DRIFTED_PERCENT.to_string()])
+        .args(args)
         .output()?;
     if !output.status.success() {
         return Err(format!(

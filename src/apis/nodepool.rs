@@ -234,9 +234,7 @@ pub struct Disruption {
     pub budgets: Option<Vec<Budget>>,
 }
 
-/// Why a node is disrupted (budget `reasons`). Declared in Karpenter's
-/// order (the CRD's enum); ordered as the disruption methods run: emptiness,
-/// drift, then consolidation.
+/// Why a node is disrupted (budget `reasons`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub enum DisruptionReason {
     /// Consolidation of an underutilized node.
@@ -247,6 +245,8 @@ pub enum DisruptionReason {
     Drifted,
 }
 
+/// Ordered as the disruption methods run — emptiness, drift, then
+/// consolidation — while declared in Karpenter's order (the CRD's enum).
 impl Ord for DisruptionReason {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
         let rank = |r: &Self| DisruptionReason::ALL.iter().position(|a| a == r);

@@ -67,6 +67,12 @@ pub fn render(output: &DisruptionOutput) -> String {
             }
         }
     }
+    if !report.problems.is_empty() {
+        text.push_str("\nleft out:\n");
+        for problem in &report.problems {
+            text.push_str(&format!("  {problem}\n"));
+        }
+    }
     text.push_str(&format!(
         "\n{} decisions at {}; managed nodes ${:.4}/h -> ${:.4}/h in {}, solved in {:.1} ms\n",
         report.decisions.len(),

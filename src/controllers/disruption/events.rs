@@ -14,8 +14,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType};
 
 use super::balanced::ScoredMove;
-use super::sim::Marked;
-use super::types::{Kept, KeptReason};
+use super::types::{Kept, KeptReason, Marked};
 use crate::controllers::recorder::Recorder;
 
 /// How long the same event on the same node is not repeated.

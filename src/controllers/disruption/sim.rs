@@ -18,7 +18,7 @@ use super::balanced::ScoredMove;
 use super::methods::Verdicts;
 use super::pass::{Budgets, PassOptions, kept_nodes, pass};
 use super::record::{NodeRecord, PoolTypes, marks_from_conditions};
-use super::types::{Command, Destination, Kept, Marks, Method};
+use super::types::{Command, Destination, Kept, Marked, Marks, Method};
 use crate::apis::conditions::{
     NODE_CLAIM_DRIFTED, NODE_CLAIM_LAUNCHED, find_condition, is_condition_true,
 };
@@ -66,15 +66,6 @@ pub enum MarkSource {
     /// which the marking controller keeps; expiration is the expiration
     /// controller's.
     Conditions,
-}
-
-/// A NodeClaim's marks at the plan's time.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Marked {
-    /// The NodeClaim.
-    pub node_claim: String,
-    /// Its marks.
-    pub marks: Marks,
 }
 
 /// A command and the pass it came from (1-based).

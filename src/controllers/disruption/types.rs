@@ -95,6 +95,16 @@ pub struct Marks {
     pub expired: bool,
 }
 
+/// A NodeClaim's marks, by name (what `simulate --disruption` reports and
+/// the events read).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Marked {
+    /// The NodeClaim.
+    pub node_claim: String,
+    /// Its marks.
+    pub marks: Marks,
+}
+
 /// A node a disruption method may take (Karpenter's `Candidate`), made
 /// from its pass's [`NodeRecord`](super::record::NodeRecord).
 #[derive(Clone, Debug)]

@@ -133,7 +133,7 @@ struct State<'m> {
 
 impl<'m> State<'m> {
     /// [`State::prepare`], with the slots at `closed` taking none of the
-    /// first `moving` pods.
+    /// last `moving` pods.
     fn prepare_closed(
         m: &'m Model,
         nodes: &[&'m model::NodeBase],
@@ -147,7 +147,8 @@ impl<'m> State<'m> {
                 node.closed_to_moving = true;
             }
         }
-        for pod in state.pods.iter_mut().take(moving) {
+        let first = state.pods.len().saturating_sub(moving);
+        for pod in state.pods.iter_mut().skip(first) {
             pod.moving = true;
         }
         state

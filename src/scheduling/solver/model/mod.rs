@@ -182,10 +182,12 @@ impl Model {
     }
 
     /// [`Model::solve_without`] where the nodes at `closed` take none of
-    /// the `moving` pods (placed first, then `others`): a consolidation
-    /// does not move pods onto a node within its `consolidateAfter`
-    /// (Karpenter v1.14), while pending pods and those of deleting nodes
-    /// may land there.
+    /// the `moving` pods: a consolidation does not move pods onto a node
+    /// within its `consolidateAfter` (Karpenter v1.14), while pending pods
+    /// and those of deleting nodes may land there. Of pods of the same
+    /// size, `others` are tried first: the pods of nodes already going
+    /// claim the room made for them (a replacement still launching) before
+    /// a what-if's pods.
     pub fn solve_moving<'p>(
         &self,
         without: &[usize],
@@ -193,9 +195,10 @@ impl Model {
         moving: impl IntoIterator<Item = &'p Pod>,
         others: impl IntoIterator<Item = &'p Pod>,
     ) -> SchedulingResult {
-        let moving: Vec<&Pod> = moving.into_iter().collect();
-        let count = moving.len();
-        let pods: Vec<&Pod> = moving.into_iter().chain(others).collect();
+        let mut pods: Vec<&Pod> = others.into_iter().collect();
+        let first_moving = pods.len();
+        pods.extend(moving);
+        let count = pods.len() - first_moving;
         if closed.is_empty() {
             return self.solve_without(without, pods);
         }

@@ -286,6 +286,60 @@ async fn an_expired_claim_is_deleted_and_a_live_one_waits() {
     cluster.driver.abort();
 }
 
+/// "should fire a karpenter_nodeclaims_disrupted_total metric when
+/// expired", "shouldn't expire the same NodeClaim multiple times" and
+/// "Expiration should ignore expired NodeClaims that are not managed by
+/// this Karpenter instance": once per NodeClaim, counted once; a claim of
+/// another node class is left alone.
+#[tokio::test]
+async fn an_expired_claim_is_expired_and_counted_once() {
+    let cluster = cluster().await;
+    let t0 = Timestamp::now();
+    let mut claim = launched_claim(&cluster, t0).await;
+    // A NodePool label only this test uses, so that its counter is its own.
+    claim.metadata.labels.get_or_insert_default().insert(
+        "karpenter.sh/nodepool".to_string(),
+        "expiry-counted".to_string(),
+    );
+    let counted = || {
+        nodewright::metrics::metrics()
+            .nodeclaims_disrupted
+            .get_or_create(&nodewright::metrics::labels(&[
+                ("reason", "expired"),
+                ("nodepool", "expiry-counted"),
+                ("capacity_type", "on-demand"),
+            ]))
+            .get()
+    };
+    let later = t0 + SignedDuration::from_mins(61);
+    let mut unmanaged = claim.clone();
+    unmanaged.spec.node_class_ref.group = "karpenter.test.sh".to_string();
+    unmanaged.spec.node_class_ref.kind = "TestNodeClass".to_string();
+    expiration::reconcile(&cluster.ctx, &unmanaged, later)
+        .await
+        .unwrap();
+    assert!(
+        cluster
+            .claims()
+            .get_opt("general-a")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert_eq!(counted(), 0);
+    expiration::reconcile(&cluster.ctx, &claim, later)
+        .await
+        .unwrap();
+    assert_eq!(counted(), 1);
+    // Reconciled again with the same (now stale) object: the claim is gone,
+    // nothing more is counted.
+    expiration::reconcile(&cluster.ctx, &claim, later)
+        .await
+        .unwrap();
+    assert_eq!(counted(), 1);
+    cluster.driver.abort();
+}
+
 fn node() -> Node {
     serde_json::from_value(json!({
         "metadata": {"name": "ip-10-0-0-1.ec2.internal", "labels": {"karpenter.sh/nodepool": "general"}},

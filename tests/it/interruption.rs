@@ -301,13 +301,30 @@ async fn each_kind_gets_its_action_and_the_rest_is_consumed_harmlessly() {
             ("i-00000000000000003", "stateful"),
             ("i-00000000000000004", "default"),
             ("i-00000000000000005", "default"),
+            ("i-00000000000000006", "default"),
         ],
     )
     .await
     else {
         return;
     };
+    // A claim already being deleted, its drain bounded far off.
+    let far = json!({"metadata": {"annotations": {
+        "karpenter.sh/nodeclaim-termination-timestamp": "2099-01-01T00:00:00Z"}}});
+    h.claims
+        .patch(
+            "claim-i-00000000000000006",
+            &PatchParams::default(),
+            &Patch::Merge(&far),
+        )
+        .await
+        .unwrap();
+    h.claims
+        .delete("claim-i-00000000000000006", &Default::default())
+        .await
+        .unwrap();
     h.send(&spot("i-00000000000000001")).await;
+    h.send(&spot("i-00000000000000006")).await;
     h.send(&scheduled_change("i-00000000000000002")).await;
     h.send(&rebalance("i-00000000000000003")).await;
     h.send(&stopping("i-00000000000000004")).await;
@@ -336,6 +353,23 @@ async fn each_kind_gets_its_action_and_the_rest_is_consumed_harmlessly() {
         zone: "us-east-1a".to_string(),
         capacity_type: "spot".to_string(),
     }));
+    // A spot interruption brings a deleting claim's deadline forward: the
+    // instance goes in two minutes whatever the drain waits for.
+    eventually_within(
+        "the deleting claim's deadline brought forward",
+        WAIT,
+        || async {
+            let claim = h.claim("i-00000000000000006").await?;
+            let at = claim
+                .metadata
+                .annotations?
+                .get("karpenter.sh/nodeclaim-termination-timestamp")?
+                .parse::<k8s_openapi::jiff::Timestamp>()
+                .ok()?;
+            (at < "2099-01-01T00:00:00Z".parse().ok()?).then_some(())
+        },
+    )
+    .await;
     // A stop deletes; a scheduled change drains by default.
     for id in ["i-00000000000000004", "i-00000000000000005"] {
         eventually_within("the claim deleted", WAIT, || async {
@@ -351,6 +385,17 @@ async fn each_kind_gets_its_action_and_the_rest_is_consumed_harmlessly() {
         (node.spec?.unschedulable == Some(true)).then_some(())
     })
     .await;
+    // Marked as the policy's cordon, which consolidation leaves alone.
+    let cordoned = h.node("i-00000000000000002").await;
+    assert_eq!(
+        cordoned
+            .metadata
+            .annotations
+            .unwrap_or_default()
+            .get("nodewright.io/cordoned-by-interruption")
+            .map(String::as_str),
+        Some("scheduled_change")
+    );
     // Everything consumed, harmless ones included.
     eventually_within("the queue drained", WAIT, || async {
         (h.left().await == 0).then_some(())

@@ -303,3 +303,29 @@ fn a_claim_of_another_node_class_is_never_disrupted() {
     let marked = &out.disruption.marked[0];
     assert!(!marked.expired && marked.drifted.is_none() && !marked.consolidatable);
 }
+
+/// nodewright's own: a node the interruption controller cordoned under its
+/// NodePool's `Cordon` policy is not consolidated while it stays cordoned
+/// (its pods wait for an operator); uncordoned, or cordoned by hand, it is
+/// a candidate as in Karpenter.
+#[test]
+fn a_node_cordoned_by_the_interruption_policy_is_not_consolidated() {
+    let nodes = [NodeSpec {
+        name: "a",
+        instance_type: "m5.2xlarge",
+        capacity_type: "on-demand",
+        pods: &[("p1", "500m")],
+    }];
+    let mut docs = cluster(default_disruption(), &nodes);
+    let node = doc(&mut docs, "Node", "a");
+    node["spec"]["unschedulable"] = json!(true);
+    node["metadata"]["annotations"] =
+        json!({"nodewright.io/cordoned-by-interruption": "scheduled_change"});
+    let out = run(&docs, false);
+    assert!(decisions(&out).is_empty(), "{:?}", decisions(&out));
+    assert_eq!(kept_reason(&out, "a"), "policy");
+    // Cordoned by hand: consolidated as Karpenter would.
+    let mut docs = cluster(default_disruption(), &nodes);
+    doc(&mut docs, "Node", "a")["spec"]["unschedulable"] = json!(true);
+    assert_eq!(decisions(&run(&docs, false))[0].2, ["a"]);
+}

@@ -135,7 +135,8 @@ fn an_expired_claim_is_expired_once() {
 /// claim older than an hour, offline as in the controller.
 #[test]
 fn a_claim_whose_instance_type_is_gone_drifts() {
-    let cases: [(&str, &dyn Fn(&mut Value)); 3] = [
+    type Edit<'a> = &'a dyn Fn(&mut Value);
+    let cases: [(&str, Edit); 3] = [
         ("label gone", &|claim| {
             claim["metadata"]["labels"]
                 .as_object_mut()

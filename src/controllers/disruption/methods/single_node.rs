@@ -61,3 +61,62 @@ fn interleaved<'a>(candidates: &[&'a Candidate]) -> Vec<&'a Candidate> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::apis::{NodeClaim, NodePool};
+    use crate::controllers::disruption::types::Marks;
+
+    fn candidate(name: &str, pool: &str, price: f64, pods: usize) -> Candidate {
+        let claim: NodeClaim = serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": {"name": name},
+            "spec": {"requirements": [],
+                     "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "d"}}
+        }))
+        .expect("a NodeClaim");
+        let node_pool: NodePool = serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": pool},
+            "spec": {"template": {"spec": {"requirements": [],
+                     "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "d"}}}}
+        }))
+        .expect("a NodePool");
+        Candidate {
+            name: name.to_string(),
+            node_claim: Arc::new(claim),
+            node_pool: Arc::new(node_pool),
+            pool: pool.to_string(),
+            instance_type: None,
+            capacity_type: None,
+            zone: None,
+            price,
+            pods: Vec::new(),
+            disruption_cost: pods as f64,
+            reschedule_cost: 1.0 + pods as f64,
+            marks: Marks::default(),
+            interruption_cordon: None,
+            blocked: None,
+        }
+    }
+
+    /// "should consolidate the node with best savings ratio first": the
+    /// node whose price buys the least disruption goes first — not the one
+    /// with the fewest pods — and NodePools take turns.
+    #[test]
+    fn the_best_savings_ratio_goes_first_and_pools_take_turns() {
+        let all = [
+            candidate("cheap-one-pod", "a", 0.096, 1),
+            candidate("dear-two-pods", "a", 0.384, 2),
+            candidate("b-first", "b", 0.2, 1),
+            candidate("b-second", "b", 0.05, 1),
+        ];
+        let refs: Vec<&Candidate> = all.iter().collect();
+        let order: Vec<&str> = interleaved(&refs).iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(
+            order,
+            ["dear-two-pods", "b-first", "cheap-one-pod", "b-second"]
+        );
+    }
+}

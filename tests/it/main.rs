@@ -12,6 +12,7 @@ mod cloudprovider;
 mod cluster;
 mod cluster_endpoint;
 mod cluster_state;
+mod control_plane;
 mod controller;
 mod deploy;
 mod disruption_fixture;

@@ -203,7 +203,10 @@ fn sample(sandbox: &Sandbox) -> Sample {
         tasks: tokio::runtime::Handle::current()
             .metrics()
             .num_alive_tasks(),
-        watches: sandbox.server().live_watches(),
+        watches: sandbox
+            .server()
+            .expect("the soak runs on the double")
+            .live_watches(),
     }
 }
 
@@ -451,7 +454,11 @@ async fn run_in(options: &Options, dir: PathBuf, report: &mut Report) -> Result<
                 burst_start.elapsed().as_secs_f64(),
                 report.max_nodeclaims,
                 rss_kib() / 1024,
-                sandbox.server().objects("", "events").len()
+                sandbox
+                    .server()
+                    .expect("the soak runs on the double")
+                    .objects("", "events")
+                    .len()
             );
         }
         if ran > 0 && total > 0 {

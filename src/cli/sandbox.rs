@@ -17,7 +17,8 @@ use crate::sim::sandbox::{
 #[derive(Debug, Args)]
 #[command(after_help = "\
 Prints `export KUBECONFIG=…` once the manifests are applied; use kubectl \
-against it. What runs: the API server double (a test double of \
+against it. With --cluster, the sandbox runs on a real cluster instead of \
+the double (see --cluster). What runs: the API server double (a test double of \
 kube-apiserver: everything in memory; RBAC only for the controllers' \
 ServiceAccount, see --controller-service-account), a simulated \
 kubelet (a launched instance becomes a Node after --register-delay, Ready \
@@ -35,12 +36,26 @@ pub struct SandboxArgs {
     /// namespace a manifest uses is created if no manifest creates it.
     #[arg(value_name = "FILE_OR_DIR")]
     paths: Vec<PathBuf>,
-    /// Address the API server listens on: loopback only (it has no
+    /// Run on the real cluster this kubeconfig points at (its current
+    /// context) instead of serving the API server double: the control
+    /// plane `scripts/control-plane start DIR` starts (DIR/kubeconfig), a
+    /// kind or KWOK cluster. Its kube-scheduler binds the pods and its
+    /// kube-controller-manager runs Deployments, garbage collection and
+    /// node lifecycle; the simulated kubelet registers Nodes, renews their
+    /// Leases in kube-node-lease, posts heartbeats and reports bound pods
+    /// Running; nodewright's CRDs are applied to the cluster at start. Needs
+    /// cluster-admin. What the sandbox made stays in the cluster when it
+    /// stops.
+    #[arg(long, value_name = "KUBECONFIG", conflicts_with_all = ["listen", "kubeconfig"])]
+    cluster: Option<PathBuf>,
+    /// Address the API server double listens on: loopback only (it has no
     /// authentication). Port 0 picks a free port.
     #[arg(long, default_value = "127.0.0.1:0", value_name = "ADDRESS:PORT", value_parser = parse_listen)]
     listen: SocketAddr,
     /// Where to write the kubeconfig for kubectl; an existing file is only
     /// overwritten if the sandbox wrote it. Removed when the sandbox stops.
+    /// With --cluster, kubectl uses the cluster's own kubeconfig, which the
+    /// sandbox prints instead.
     #[arg(long, default_value = "sandbox.kubeconfig", value_name = "PATH")]
     kubeconfig: PathBuf,
     /// Where instances are launched: `simulated` (in memory, from the
@@ -149,6 +164,7 @@ impl SandboxArgs {
             launch_delay: self.launch_delay,
             interruption_queue: self.interruption_queue.clone(),
             controller_account: self.controller_service_account.clone(),
+            cluster: self.cluster.clone(),
             ..SandboxSettings::default()
         }
         .with_register_delay(self.register_delay)
@@ -161,12 +177,17 @@ pub fn run(args: &SandboxArgs) -> Result<(), CliError> {
         LogFormatArg::Text => LogFormat::Text,
         LogFormatArg::Json => LogFormat::Json,
     });
-    let path = std::path::absolute(&args.kubeconfig)
-        .map_err(|e| format!("--kubeconfig {}: {e}", args.kubeconfig.display()))?;
-    refuse_foreign_kubeconfig(&path)?;
     if args.interruption_queue.is_some() && args.cloud_provider == CloudProviderArg::Simulated {
         return Err("--interruption-queue needs --cloud-provider aws; with the simulated cloud, inject messages with `kubectl annotate node NODE sandbox.nodewright.io/interruption=KIND`".into());
     }
+    if let Some(cluster) = &args.cluster {
+        let path = std::path::absolute(cluster)
+            .map_err(|e| format!("--cluster {}: {e}", cluster.display()))?;
+        return run_on_cluster(args, path);
+    }
+    let path = std::path::absolute(&args.kubeconfig)
+        .map_err(|e| format!("--kubeconfig {}: {e}", args.kubeconfig.display()))?;
+    refuse_foreign_kubeconfig(&path)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -181,6 +202,24 @@ pub fn run(args: &SandboxArgs) -> Result<(), CliError> {
         tracing::info!(signal = stopped, "stopping");
         sandbox.stop().await;
         let _ = std::fs::remove_file(&path);
+        Ok(())
+    })
+}
+
+/// Runs the sandbox on the cluster of the kubeconfig at `cluster` until
+/// Ctrl-C or SIGTERM; prints that kubeconfig for kubectl.
+fn run_on_cluster(args: &SandboxArgs, cluster: PathBuf) -> Result<(), CliError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let mut settings = args.settings();
+    settings.cluster = Some(cluster.clone());
+    runtime.block_on(async {
+        let sandbox = Sandbox::start(settings).await?;
+        emit(&format!("export KUBECONFIG={}\n", shell_quoted(&cluster)))?;
+        let stopped = stop_signal().await;
+        tracing::info!(signal = stopped, "stopping");
+        sandbox.stop().await;
         Ok(())
     })
 }

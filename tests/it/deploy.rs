@@ -8,6 +8,9 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
+use crate::control_plane::ControlPlane;
+use crate::sandbox_kubectl::Backend;
+
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -46,22 +49,43 @@ fn the_charts_crds_are_the_checked_in_crds() {
     }
 }
 
-/// A `nodewright sandbox` with no manifests, stopped (SIGTERM) when dropped.
+/// A `nodewright sandbox` with no manifests, stopped (SIGTERM) when
+/// dropped; on kube-apiserver, its control plane is stopped after it.
 struct Sandbox {
     child: Child,
     dir: PathBuf,
     kubeconfig: PathBuf,
+    _control_plane: Option<ControlPlane>,
 }
 
 impl Sandbox {
     fn start(label: &str) -> Sandbox {
-        let dir =
-            std::env::temp_dir().join(format!("nodewright-deploy-{label}-{}", std::process::id()));
+        Sandbox::start_on(label, Backend::Double)
+    }
+
+    fn start_on(label: &str, backend: Backend) -> Sandbox {
+        let dir = std::env::temp_dir().join(format!(
+            "nodewright-deploy-{label}-{backend:?}-{}",
+            std::process::id()
+        ));
         std::fs::create_dir_all(&dir).unwrap();
-        let kubeconfig = dir.join("sandbox.kubeconfig");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_nodewright"))
-            .args(["sandbox", "--listen", "127.0.0.1:0", "--kubeconfig"])
-            .arg(&kubeconfig)
+        let mut command = Command::new(env!("CARGO_BIN_EXE_nodewright"));
+        command.arg("sandbox");
+        let (kubeconfig, control_plane) = match backend {
+            Backend::Double => {
+                let kubeconfig = dir.join("sandbox.kubeconfig");
+                command
+                    .args(["--listen", "127.0.0.1:0", "--kubeconfig"])
+                    .arg(&kubeconfig);
+                (kubeconfig, None)
+            }
+            Backend::KubeApiserver => {
+                let plane = ControlPlane::start(&format!("deploy-{label}"));
+                command.arg("--cluster").arg(plane.nodewright_kubeconfig());
+                (plane.kubeconfig().to_path_buf(), Some(plane))
+            }
+        };
+        let mut child = command
             .current_dir(root())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -75,6 +99,7 @@ impl Sandbox {
             child,
             dir,
             kubeconfig,
+            _control_plane: control_plane,
         };
         assert!(
             first.starts_with("export KUBECONFIG="),
@@ -219,6 +244,15 @@ pub(crate) fn render_chart(namespace: &str, sets: &[&str]) -> String {
 
 #[test]
 fn the_rendered_chart_applies_to_a_sandbox() {
+    the_rendered_chart_applies(Backend::Double);
+}
+
+#[test]
+fn the_rendered_chart_applies_to_a_sandbox_on_kube_apiserver() {
+    the_rendered_chart_applies(Backend::KubeApiserver);
+}
+
+fn the_rendered_chart_applies(backend: Backend) {
     if !kubectl_available() {
         eprintln!("SKIPPED: kubectl is not on PATH; install kubectl 1.32 to run this test");
         return;
@@ -228,7 +262,7 @@ fn the_rendered_chart_applies_to_a_sandbox() {
         "settings.clusterEndpoint=https://0123456789ABCDEF.gr7.us-east-1.eks.amazonaws.com",
         "controller.image.repository=111122223333.dkr.ecr.us-east-1.amazonaws.com/nodewright",
     ];
-    let sandbox = Sandbox::start("chart");
+    let sandbox = Sandbox::start_on("chart", backend);
     // What `helm install` sends first: the chart's crds/, then the templates.
     // The sandbox serves the CRDs already, as a cluster upgraded from
     // Karpenter does: the chart's are accepted over them.

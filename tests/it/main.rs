@@ -38,6 +38,7 @@ mod operator;
 mod pricing;
 mod properties;
 mod provisioning;
+mod rbac_audit;
 mod reference;
 mod sandbox;
 mod sandbox_aws;

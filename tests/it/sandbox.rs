@@ -18,6 +18,9 @@ use nodewright::controllers::provisioning::BatchWindows;
 use nodewright::sim::sandbox::{Sandbox, SandboxError, SandboxSettings};
 use serde_json::json;
 
+use crate::control_plane::ControlPlane;
+use crate::sandbox_kubectl::Backend;
+
 pub(crate) const POOL: &str = r#"
 apiVersion: karpenter.sh/v1
 kind: NodePool
@@ -104,6 +107,31 @@ pub(crate) fn fast(manifests: &Manifests) -> SandboxSettings {
     .with_register_delay(Duration::ZERO)
 }
 
+/// The sandbox with [`fast`] settings on `backend`; on kube-apiserver, with
+/// its control plane (stop the sandbox before dropping it).
+pub(crate) async fn start_on(
+    manifests: &Manifests,
+    backend: Backend,
+) -> (Sandbox, Option<ControlPlane>) {
+    let mut settings = fast(manifests);
+    let plane = match backend {
+        Backend::Double => None,
+        Backend::KubeApiserver => {
+            let name = manifests
+                .0
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let plane = tokio::task::spawn_blocking(move || ControlPlane::start(&name))
+                .await
+                .unwrap();
+            settings.cluster = Some(plane.nodewright_kubeconfig());
+            Some(plane)
+        }
+    };
+    (Sandbox::start(settings).await.unwrap(), plane)
+}
+
 /// Polls `check` until it returns `Some`, for at most a minute; on timeout
 /// the failure shows what the sandbox behind `client` holds.
 pub(crate) async fn eventually<T, F, Fut>(client: &kube::Client, what: &str, check: F) -> T
@@ -140,15 +168,24 @@ pub(crate) async fn running_pods(api: &Api<Pod>, app: &str, count: usize) -> Vec
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deployment_gets_nodes_and_its_pods_run() {
+    a_deployment_gets_nodes_and_its_pods_run_on(Backend::Double).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deployment_gets_nodes_and_its_pods_run_on_kube_apiserver() {
+    a_deployment_gets_nodes_and_its_pods_run_on(Backend::KubeApiserver).await;
+}
+
+async fn a_deployment_gets_nodes_and_its_pods_run_on(backend: Backend) {
     let manifests = Manifests::new(
-        "e2e",
+        &format!("e2e-{backend:?}"),
         &[
             ("1-pool.yaml", POOL),
             ("2-class.yaml", CLASS),
             ("3-web.yaml", &deployment("web", 3, "500m")),
         ],
     );
-    let sandbox = Sandbox::start(fast(&manifests)).await.unwrap();
+    let (sandbox, _plane) = start_on(&manifests, backend).await;
     let kinds: Vec<&str> = sandbox.applied().iter().map(|a| a.kind.as_str()).collect();
     assert_eq!(kinds, ["NodePool", "EC2NodeClass", "Deployment"]);
     let client = sandbox.client();
@@ -250,21 +287,32 @@ async fn a_deployment_gets_nodes_and_its_pods_run() {
     ));
     let address = sandbox.address();
     sandbox.stop().await;
-    std::net::TcpListener::bind(address).expect("the listener is closed");
+    if let Some(address) = address {
+        std::net::TcpListener::bind(address).expect("the listener is closed");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_binder_never_binds_to_a_cordoned_node() {
+    the_binder_never_binds_to_a_cordoned_node_on(Backend::Double).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binder_never_binds_to_a_cordoned_node_on_kube_apiserver() {
+    the_binder_never_binds_to_a_cordoned_node_on(Backend::KubeApiserver).await;
+}
+
+async fn the_binder_never_binds_to_a_cordoned_node_on(backend: Backend) {
     // One pod per node: m5.large has under 2 CPUs allocatable.
     let manifests = Manifests::new(
-        "cordon",
+        &format!("cordon-{backend:?}"),
         &[
             ("1-pool.yaml", POOL),
             ("2-class.yaml", CLASS),
             ("3-api.yaml", &deployment("api", 1, "1")),
         ],
     );
-    let sandbox = Sandbox::start(fast(&manifests)).await.unwrap();
+    let (sandbox, _plane) = start_on(&manifests, backend).await;
     let client = sandbox.client();
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let first = running_pods(&pods, "api", 1).await;
@@ -302,15 +350,24 @@ async fn the_binder_never_binds_to_a_cordoned_node() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pod_nothing_fits_is_marked_unschedulable_and_stays_pending() {
+    a_pod_nothing_fits_is_marked_unschedulable_and_stays_pending_on(Backend::Double).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_nothing_fits_is_marked_unschedulable_and_stays_pending_on_kube_apiserver() {
+    a_pod_nothing_fits_is_marked_unschedulable_and_stays_pending_on(Backend::KubeApiserver).await;
+}
+
+async fn a_pod_nothing_fits_is_marked_unschedulable_and_stays_pending_on(backend: Backend) {
     let manifests = Manifests::new(
-        "unschedulable",
+        &format!("unschedulable-{backend:?}"),
         &[
             ("1-pool.yaml", POOL),
             ("2-class.yaml", CLASS),
             ("3-huge.yaml", &deployment("huge", 1, "64")),
         ],
     );
-    let sandbox = Sandbox::start(fast(&manifests)).await.unwrap();
+    let (sandbox, _plane) = start_on(&manifests, backend).await;
     let client = sandbox.client();
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let message = eventually(&client, "the pod marked unschedulable", || async {
@@ -382,15 +439,29 @@ async fn bad_input_names_the_flag_or_the_file_and_field() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_node_claim_drains_its_node_and_the_pods_run_again_elsewhere() {
+    a_deleted_node_claim_drains_its_node_and_the_pods_run_again_elsewhere_on(Backend::Double).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_node_claim_drains_its_node_and_the_pods_run_again_elsewhere_on_kube_apiserver() {
+    a_deleted_node_claim_drains_its_node_and_the_pods_run_again_elsewhere_on(
+        Backend::KubeApiserver,
+    )
+    .await;
+}
+
+async fn a_deleted_node_claim_drains_its_node_and_the_pods_run_again_elsewhere_on(
+    backend: Backend,
+) {
     let manifests = Manifests::new(
-        "drain",
+        &format!("drain-{backend:?}"),
         &[
             ("1-pool.yaml", POOL),
             ("2-class.yaml", CLASS),
             ("3-web.yaml", &deployment("web", 2, "500m")),
         ],
     );
-    let sandbox = Sandbox::start(fast(&manifests)).await.unwrap();
+    let (sandbox, _plane) = start_on(&manifests, backend).await;
     let client = sandbox.client();
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let before = running_pods(&pods, "web", 2).await;
@@ -514,15 +585,24 @@ async fn pods_run_on_the_next_offering_when_the_cheapest_has_no_capacity() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_instance_terminated_behind_nodewrights_back_is_replaced() {
+    an_instance_terminated_behind_nodewrights_back_is_replaced_on(Backend::Double).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_terminated_behind_nodewrights_back_is_replaced_on_kube_apiserver() {
+    an_instance_terminated_behind_nodewrights_back_is_replaced_on(Backend::KubeApiserver).await;
+}
+
+async fn an_instance_terminated_behind_nodewrights_back_is_replaced_on(backend: Backend) {
     let manifests = Manifests::new(
-        "oob",
+        &format!("oob-{backend:?}"),
         &[
             ("1-pool.yaml", POOL),
             ("2-class.yaml", CLASS),
             ("3-web.yaml", &deployment("web", 2, "500m")),
         ],
     );
-    let sandbox = Sandbox::start(fast(&manifests)).await.unwrap();
+    let (sandbox, _plane) = start_on(&manifests, backend).await;
     let client = sandbox.client();
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let before = running_pods(&pods, "web", 2).await;

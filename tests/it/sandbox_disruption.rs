@@ -7,26 +7,44 @@
 //! past `expireAfter` is replaced.
 
 use std::path::{Path, PathBuf};
-use std::process::Child;
 use std::time::{Duration, Instant, SystemTime};
 
-use super::sandbox_kubectl::{kubectl, start_sandbox, until, until_within};
+use super::control_plane::ControlPlane;
+use super::sandbox_kubectl::{
+    Backend, Process, Started, kubectl, start_sandbox_on, until, until_within,
+};
 
 /// A running sandbox, stopped (SIGTERM) and cleaned up when dropped, also
-/// when a test fails half-way.
+/// when a test fails half-way; on kube-apiserver, its control plane is
+/// stopped after it.
 pub(crate) struct Sandbox {
-    child: Child,
+    child: Process,
     pub(crate) dir: PathBuf,
     kubeconfig: PathBuf,
+    /// Dropped after the sandbox stopped (see `Drop`).
+    _control_plane: Option<ControlPlane>,
 }
 
 impl Sandbox {
+    /// The sandbox on the double.
     pub(crate) fn start(name: &str) -> Option<Sandbox> {
-        let (child, dir, kubeconfig, _) = start_sandbox(name)?;
+        Sandbox::start_on(name, Backend::Double)
+    }
+
+    /// The sandbox on `backend`.
+    pub(crate) fn start_on(name: &str, backend: Backend) -> Option<Sandbox> {
+        let Started {
+            child,
+            dir,
+            kubeconfig,
+            control_plane,
+            ..
+        } = start_sandbox_on(name, backend)?;
         Some(Sandbox {
             child,
             dir,
             kubeconfig,
+            _control_plane: control_plane,
         })
     }
 
@@ -143,8 +161,10 @@ impl Drop for Sandbox {
             .arg(self.child.id().to_string())
             .status();
         let stopped = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-        if !std::thread::panicking() {
+        if std::thread::panicking() {
+            eprintln!("the sandbox's log stays in {}", self.dir.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.dir);
             assert!(stopped.unwrap().success(), "the sandbox stops cleanly");
         }
     }
@@ -152,7 +172,16 @@ impl Drop for Sandbox {
 
 #[test]
 fn an_underutilized_node_is_replaced_by_a_cheaper_one_before_it_goes() {
-    let Some(sandbox) = Sandbox::start("disruption-replace") else {
+    an_underutilized_node_is_replaced_by_a_cheaper_one_before_it_goes_on(Backend::Double);
+}
+
+#[test]
+fn an_underutilized_node_is_replaced_by_a_cheaper_one_before_it_goes_on_kube_apiserver() {
+    an_underutilized_node_is_replaced_by_a_cheaper_one_before_it_goes_on(Backend::KubeApiserver);
+}
+
+fn an_underutilized_node_is_replaced_by_a_cheaper_one_before_it_goes_on(backend: Backend) {
+    let Some(sandbox) = Sandbox::start_on("disruption-replace", backend) else {
         return;
     };
     sandbox.quickstart(&["examples/quickstart/web.yaml"]);
@@ -242,7 +271,16 @@ spec:
 
 #[test]
 fn do_not_disrupt_a_pdb_and_a_closed_budget_window_each_keep_a_node() {
-    let Some(sandbox) = Sandbox::start("disruption-held") else {
+    do_not_disrupt_a_pdb_and_a_closed_budget_window_each_keep_a_node_on(Backend::Double);
+}
+
+#[test]
+fn do_not_disrupt_a_pdb_and_a_closed_budget_window_each_keep_a_node_on_kube_apiserver() {
+    do_not_disrupt_a_pdb_and_a_closed_budget_window_each_keep_a_node_on(Backend::KubeApiserver);
+}
+
+fn do_not_disrupt_a_pdb_and_a_closed_budget_window_each_keep_a_node_on(backend: Backend) {
+    let Some(sandbox) = Sandbox::start_on("disruption-held", backend) else {
         return;
     };
     sandbox.quickstart(&["examples/quickstart/web.yaml"]);
@@ -330,7 +368,18 @@ pub(crate) fn disrupting(kubeconfig: &Path) -> Option<Vec<String>> {
 
 #[test]
 fn a_template_change_drifts_every_node_and_replaces_them_one_budget_at_a_time() {
-    let Some(sandbox) = Sandbox::start("disruption-drift") else {
+    a_template_change_drifts_every_node_and_replaces_them_one_budget_at_a_time_on(Backend::Double);
+}
+
+#[test]
+fn a_template_change_drifts_every_node_and_replaces_them_one_budget_at_a_time_on_kube_apiserver() {
+    a_template_change_drifts_every_node_and_replaces_them_one_budget_at_a_time_on(
+        Backend::KubeApiserver,
+    );
+}
+
+fn a_template_change_drifts_every_node_and_replaces_them_one_budget_at_a_time_on(backend: Backend) {
+    let Some(sandbox) = Sandbox::start_on("disruption-drift", backend) else {
         return;
     };
     sandbox.quickstart(&[]);
@@ -386,7 +435,16 @@ fn a_template_change_drifts_every_node_and_replaces_them_one_budget_at_a_time() 
 
 #[test]
 fn a_node_past_expire_after_is_replaced() {
-    let Some(sandbox) = Sandbox::start("disruption-expire") else {
+    a_node_past_expire_after_is_replaced_on(Backend::Double);
+}
+
+#[test]
+fn a_node_past_expire_after_is_replaced_on_kube_apiserver() {
+    a_node_past_expire_after_is_replaced_on(Backend::KubeApiserver);
+}
+
+fn a_node_past_expire_after_is_replaced_on(backend: Backend) {
+    let Some(sandbox) = Sandbox::start_on("disruption-expire", backend) else {
         return;
     };
     sandbox.quickstart(&[]);
@@ -417,7 +475,18 @@ fn a_node_past_expire_after_is_replaced() {
 
 #[test]
 fn simulate_disruption_on_a_snapshot_decides_what_the_controller_then_does() {
-    let Some(sandbox) = Sandbox::start("disruption-snapshot") else {
+    simulate_disruption_on_a_snapshot_decides_what_the_controller_then_does_on(Backend::Double);
+}
+
+#[test]
+fn simulate_disruption_on_a_snapshot_decides_what_the_controller_then_does_on_kube_apiserver() {
+    simulate_disruption_on_a_snapshot_decides_what_the_controller_then_does_on(
+        Backend::KubeApiserver,
+    );
+}
+
+fn simulate_disruption_on_a_snapshot_decides_what_the_controller_then_does_on(backend: Backend) {
+    let Some(sandbox) = Sandbox::start_on("disruption-snapshot", backend) else {
         return;
     };
     sandbox.quickstart(&["examples/quickstart/web.yaml"]);

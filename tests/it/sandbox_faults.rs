@@ -97,7 +97,10 @@ fn report(scenario: &str, sandbox: &Sandbox, started: Instant) {
     eprintln!(
         "{scenario}: all Running after {:.1} s; faults injected: {}",
         started.elapsed().as_secs_f64(),
-        sandbox.server().fault_counts()
+        sandbox
+            .server()
+            .expect("the sandbox runs on the double")
+            .fault_counts()
     );
 }
 
@@ -106,7 +109,10 @@ fn assert_faults_injected(sandbox: &Sandbox) {
     if faults().is_none() {
         return;
     }
-    let counts = sandbox.server().fault_counts();
+    let counts = sandbox
+        .server()
+        .expect("the sandbox runs on the double")
+        .fault_counts();
     assert!(counts.total_errors() > 0, "{counts}");
     assert!(
         counts.watches_dropped + counts.watches_expired > 0,
@@ -515,12 +521,15 @@ async fn restarted_mid_drain_the_controllers_terminate_the_claim_once() {
     // a view without the node's pods, nor on one without the node.
     let cloud = sandbox.simulated_cloud().unwrap().clone();
     for starved in ["pods", "nodes"] {
-        sandbox.server().set_faults(
-            Faults::seeded(2)
-                .error_rate(Verb::List, 1.0)
-                .errors([ErrorKind::Internal])
-                .only_resources([starved]),
-        );
+        sandbox
+            .server()
+            .expect("the sandbox runs on the double")
+            .set_faults(
+                Faults::seeded(2)
+                    .error_rate(Verb::List, 1.0)
+                    .errors([ErrorKind::Internal])
+                    .only_resources([starved]),
+            );
         sandbox.restart_controllers().await;
         tokio::time::sleep(Duration::from_secs(3)).await;
         let stalled = pods
@@ -537,7 +546,10 @@ async fn restarted_mid_drain_the_controllers_terminate_the_claim_once() {
         );
         assert!(nodes.get_opt(&old_node).await.unwrap().is_some());
         assert_eq!(cloud.terminations(), 0, "with {starved} not yet listed");
-        sandbox.server().set_faults(Faults::default());
+        sandbox
+            .server()
+            .expect("the sandbox runs on the double")
+            .set_faults(Faults::default());
         tokio::time::sleep(Duration::from_secs(2)).await;
         assert_eq!(cloud.terminations(), 0, "the budget holds the drain");
     }

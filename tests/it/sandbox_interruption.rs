@@ -9,11 +9,20 @@
 use std::time::Duration;
 
 use super::sandbox_disruption::Sandbox;
-use super::sandbox_kubectl::until_within;
+use super::sandbox_kubectl::{Backend, until_within};
 
 #[test]
 fn injected_interruptions_follow_the_node_pools_policy() {
-    let Some(sandbox) = Sandbox::start("interruption") else {
+    injected_interruptions_follow_the_node_pools_policy_on(Backend::Double);
+}
+
+#[test]
+fn injected_interruptions_follow_the_node_pools_policy_on_kube_apiserver() {
+    injected_interruptions_follow_the_node_pools_policy_on(Backend::KubeApiserver);
+}
+
+fn injected_interruptions_follow_the_node_pools_policy_on(backend: Backend) {
+    let Some(sandbox) = Sandbox::start_on("interruption", backend) else {
         return;
     };
     sandbox.quickstart(&["examples/quickstart/web.yaml"]);

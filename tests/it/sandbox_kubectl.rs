@@ -5,11 +5,18 @@
 //! gets more nodes while a cordoned node takes no new pod, `kubectl delete
 //! nodeclaims` drains nodes away and the pods come back on new ones, and
 //! SIGTERM stops everything and removes the kubeconfig.
+//!
+//! Each scenario runs on both backends: the API server double, and the real
+//! control plane of `scripts/control-plane` (the `_on_kube_apiserver`
+//! tests, `nodewright sandbox --cluster`), where kube-scheduler binds and
+//! kube-controller-manager runs the Deployments.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+use super::control_plane::ControlPlane;
 
 pub(crate) fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String) {
     let output = Command::new("kubectl")
@@ -52,10 +59,61 @@ pub(crate) fn until_within(
     }
 }
 
-/// `nodewright sandbox` started as a user starts it, with its kubeconfig in
-/// a directory of its own (named after `name`) and the first line it
-/// prints; `None` when the machine has no `kubectl`.
-pub(crate) fn start_sandbox(name: &str) -> Option<(std::process::Child, PathBuf, PathBuf, String)> {
+/// Which API server a scenario runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Backend {
+    /// The API server double the sandbox serves.
+    Double,
+    /// A real control plane of its own (`scripts/control-plane`), with
+    /// `nodewright sandbox --cluster`.
+    KubeApiserver,
+}
+
+/// A child process that is killed when dropped if it still runs (a test
+/// that panics leaves no sandbox behind).
+pub(crate) struct Process(pub(crate) std::process::Child);
+
+impl std::ops::Deref for Process {
+    type Target = std::process::Child;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Process {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+/// A started `nodewright sandbox` process.
+pub(crate) struct Started {
+    pub(crate) child: Process,
+    /// A directory of the test's own.
+    pub(crate) dir: PathBuf,
+    /// What kubectl uses: the sandbox's on the double, the control plane's
+    /// admin kubeconfig on kube-apiserver.
+    pub(crate) kubeconfig: PathBuf,
+    /// The first line the sandbox printed.
+    pub(crate) first: String,
+    /// The control plane, on kube-apiserver; stopped when dropped (after
+    /// the sandbox: keep it last).
+    pub(crate) control_plane: Option<ControlPlane>,
+}
+
+/// `nodewright sandbox` started on `backend` as a user starts it, with a
+/// directory of its own (named after `name`); `None` when the machine has
+/// no `kubectl`.
+pub(crate) fn start_sandbox_on(name: &str, backend: Backend) -> Option<Started> {
     if Command::new("kubectl")
         .arg("version")
         .arg("--client")
@@ -65,34 +123,80 @@ pub(crate) fn start_sandbox(name: &str) -> Option<(std::process::Child, PathBuf,
         eprintln!("SKIPPED: kubectl is not on PATH; install kubectl 1.32 to run this test");
         return None;
     }
-    let dir = std::env::temp_dir().join(format!("nodewright-{name}-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!(
+        "nodewright-{name}-{backend:?}-{}",
+        std::process::id()
+    ));
     std::fs::create_dir_all(&dir).unwrap();
-    let kubeconfig = dir.join("sandbox.kubeconfig");
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_nodewright"))
-        .args(["sandbox", "--kubeconfig"])
-        .arg(&kubeconfig)
+    let mut command = Command::new(env!("CARGO_BIN_EXE_nodewright"));
+    command.arg("sandbox");
+    let (kubeconfig, control_plane) = match backend {
+        Backend::Double => {
+            let kubeconfig = dir.join("sandbox.kubeconfig");
+            command.arg("--kubeconfig").arg(&kubeconfig);
+            (kubeconfig, None)
+        }
+        Backend::KubeApiserver => {
+            let plane = ControlPlane::start(name);
+            command.arg("--cluster").arg(plane.nodewright_kubeconfig());
+            (plane.kubeconfig().to_path_buf(), Some(plane))
+        }
+    };
+    let log = std::fs::File::create(dir.join("sandbox.log")).unwrap();
+    let mut child = command
         .args(["--launch-delay", "0s", "--register-delay", "0s"])
         .current_dir(&root)
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(log)
         .spawn()
         .unwrap();
     let mut first = String::new();
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut first)
         .unwrap();
-    Some((child, dir, kubeconfig, first))
+    assert!(
+        first.starts_with("export KUBECONFIG="),
+        "the sandbox started; its log:\n{}",
+        std::fs::read_to_string(dir.join("sandbox.log")).unwrap_or_default()
+    );
+    Some(Started {
+        child: Process(child),
+        dir,
+        kubeconfig,
+        first,
+        control_plane,
+    })
 }
 
 #[test]
 fn the_quickstart_runs_in_the_sandbox_binary_under_kubectl() {
-    let Some((mut child, dir, kubeconfig, first)) = start_sandbox("sandbox-bin") else {
+    the_quickstart_runs_under_kubectl(Backend::Double);
+}
+
+#[test]
+fn the_quickstart_runs_in_the_sandbox_binary_under_kubectl_on_kube_apiserver() {
+    the_quickstart_runs_under_kubectl(Backend::KubeApiserver);
+}
+
+fn the_quickstart_runs_under_kubectl(backend: Backend) {
+    let Some(Started {
+        mut child,
+        dir,
+        kubeconfig,
+        first,
+        control_plane,
+    }) = start_sandbox_on("sandbox-bin", backend)
+    else {
         return;
+    };
+    let printed = match &control_plane {
+        None => kubeconfig.clone(),
+        Some(plane) => plane.nodewright_kubeconfig(),
     };
     assert_eq!(
         first.trim(),
-        format!("export KUBECONFIG={}", kubeconfig.display())
+        format!("export KUBECONFIG={}", printed.display())
     );
 
     let ok = |args: &[&str]| {
@@ -212,13 +316,32 @@ fn the_quickstart_runs_in_the_sandbox_binary_under_kubectl() {
         status.success(),
         "SIGTERM ends the sandbox cleanly: {status}"
     );
-    assert!(!kubeconfig.exists(), "the kubeconfig is removed");
+    if control_plane.is_none() {
+        assert!(!kubeconfig.exists(), "the kubeconfig is removed");
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn scaling_a_deployment_to_zero_removes_its_empty_nodes_after_consolidate_after() {
-    let Some((mut child, dir, kubeconfig, _)) = start_sandbox("sandbox-empty") else {
+    empty_nodes_go(Backend::Double);
+}
+
+#[test]
+fn scaling_a_deployment_to_zero_removes_its_empty_nodes_after_consolidate_after_on_kube_apiserver()
+{
+    empty_nodes_go(Backend::KubeApiserver);
+}
+
+fn empty_nodes_go(backend: Backend) {
+    let Some(Started {
+        mut child,
+        dir,
+        kubeconfig,
+        control_plane: _control_plane,
+        ..
+    }) = start_sandbox_on("sandbox-empty", backend)
+    else {
         return;
     };
     let ok = |args: &[&str]| {

@@ -9,8 +9,14 @@
 //! leader election. Any 403 fails the test, and so does any rule of the
 //! chart that no request used, but the exceptions listed (and justified in
 //! the templates).
+//!
+//! The scenario runs twice: on the double, whose authorizer reports the
+//! decisions, and on the real control plane (`_on_kube_apiserver`), where
+//! kube-apiserver's RBAC authorizer decides and its audit log is read back
+//! ([`crate::rbac_audit`]).
 
-use std::time::Duration;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
@@ -23,9 +29,12 @@ use nodewright::sim::sandbox::{
     CloudChoice, ControllerAccount, Sandbox, SandboxError, SandboxSettings,
 };
 
+use crate::control_plane::ControlPlane;
 use crate::moto::{moto, moto_clients};
 
 const LABEL: &str = "sandbox-rbac";
+/// The moto resources' label on kube-apiserver: the two runs share moto.
+const LABEL_ON_KUBE_APISERVER: &str = "sandbox-rbac-kas";
 const NAMESPACE: &str = "kube-system";
 const ACCOUNT: &str = "nodewright";
 
@@ -121,11 +130,31 @@ fn chart_rbac() -> String {
     documents.join("\n---\n")
 }
 
+/// The scenario's NodePool, EC2NodeClass, Deployment and PDB, its moto
+/// resources labelled `label`.
+fn manifests(label: &str) -> String {
+    MANIFESTS
+        .replace("sandbox-rbac", label)
+        .replace("SandboxRbacNodeRole", &node_role(label))
+}
+
+fn node_role(label: &str) -> String {
+    if label == LABEL {
+        "SandboxRbacNodeRole".to_string()
+    } else {
+        format!("SandboxRbacNodeRole-{label}")
+    }
+}
+
 fn settings(dir: &std::path::Path) -> SandboxSettings {
+    settings_labelled(dir, LABEL)
+}
+
+fn settings_labelled(dir: &std::path::Path, label: &str) -> SandboxSettings {
     SandboxSettings {
         manifests: vec![dir.to_path_buf()],
         cloud: CloudChoice::Aws,
-        cluster_name: LABEL.to_string(),
+        cluster_name: label.to_string(),
         aws: AwsSettings {
             region: None,
             endpoint_url: Some(moto().endpoint.clone()),
@@ -134,7 +163,7 @@ fn settings(dir: &std::path::Path) -> SandboxSettings {
             )),
         },
         kubelet_poll: Duration::from_millis(100),
-        interruption_queue: Some(LABEL.to_string()),
+        interruption_queue: Some(label.to_string()),
         batch: BatchWindows {
             idle: Duration::from_millis(100),
             max: Duration::from_secs(1),
@@ -149,19 +178,105 @@ fn settings(dir: &std::path::Path) -> SandboxSettings {
     .with_register_delay(Duration::ZERO)
 }
 
+/// Who authorizes the controller's requests, and how its decisions are read.
+enum Authorizer {
+    /// The double's authorizer, which reports them.
+    Double,
+    /// kube-apiserver's RBAC authorizer; its audit log is read back (at
+    /// most every two seconds while waiting).
+    KubeApiserver {
+        plane: ControlPlane,
+        read: Mutex<Option<Instant>>,
+    },
+}
+
+/// What the authorizer decided: refused requests, and the names of roles
+/// with a rule no request used (with the rule).
+struct Decisions {
+    denied: Vec<String>,
+    unused: Vec<(String, String)>,
+}
+
+impl Authorizer {
+    /// The refused requests so far (on kube-apiserver, empty between reads).
+    fn denied_now(&self, sandbox: &Sandbox) -> Vec<String> {
+        match self {
+            Authorizer::Double => sandbox
+                .server()
+                .expect("the sandbox runs on the double")
+                .authorization_report(NAMESPACE, ACCOUNT)
+                .denied
+                .iter()
+                .map(|d| format!("{d:?}"))
+                .collect(),
+            Authorizer::KubeApiserver { plane, read } => {
+                let mut last = read.lock().unwrap();
+                if last.is_some_and(|at| at.elapsed() < Duration::from_secs(2)) {
+                    return Vec::new();
+                }
+                *last = Some(Instant::now());
+                let user = format!("system:serviceaccount:{NAMESPACE}:{ACCOUNT}");
+                crate::rbac_audit::requests_of(&plane.audit_log(), &user)
+                    .into_iter()
+                    .filter(|r| r.code == 403)
+                    .map(|r| format!("{r:?}"))
+                    .collect()
+            }
+        }
+    }
+
+    /// Every decision, at the end of the scenario.
+    async fn decisions(&self, sandbox: &Sandbox) -> Decisions {
+        match self {
+            Authorizer::Double => {
+                let report = sandbox
+                    .server()
+                    .expect("the sandbox runs on the double")
+                    .authorization_report(NAMESPACE, ACCOUNT);
+                Decisions {
+                    denied: report.denied.iter().map(|d| format!("{d:?}")).collect(),
+                    unused: report
+                        .unused
+                        .iter()
+                        .map(|u| (u.rule.role_name.clone(), format!("{u:?}")))
+                        .collect(),
+                }
+            }
+            Authorizer::KubeApiserver { plane, .. } => {
+                let report = crate::rbac_audit::report(
+                    &plane.client().await,
+                    &plane.audit_log(),
+                    NAMESPACE,
+                    ACCOUNT,
+                )
+                .await;
+                assert!(
+                    report.requests > 0,
+                    "the audit log holds the controller's requests"
+                );
+                Decisions {
+                    denied: report.denied.iter().map(|d| format!("{d:?}")).collect(),
+                    unused: report
+                        .unused
+                        .iter()
+                        .map(|u| (u.role_name.clone(), format!("{u:?}")))
+                        .collect(),
+                }
+            }
+        }
+    }
+}
+
 /// Polls `check` until it returns `Some`; a request the chart's RBAC
 /// refused fails at once, naming it, rather than at the timeout.
 async fn eventually<T, Fut: std::future::Future<Output = Option<T>>>(
-    sandbox: &Sandbox,
+    (sandbox, authorizer): (&Sandbox, &Authorizer),
     what: &str,
     mut check: impl FnMut() -> Fut,
 ) -> T {
     let client = sandbox.client();
     crate::fixture::eventually_showing(&client, what, Duration::from_secs(150), || {
-        let denied = sandbox
-            .server()
-            .authorization_report(NAMESPACE, ACCOUNT)
-            .denied;
+        let denied = authorizer.denied_now(sandbox);
         assert!(
             denied.is_empty(),
             "the chart's RBAC refused the controller while waiting for {what}: {denied:#?}"
@@ -172,10 +287,11 @@ async fn eventually<T, Fut: std::future::Future<Output = Option<T>>>(
 }
 
 /// The names of the NodeClaims once the web pods all run, each on a node.
-async fn web_running(sandbox: &Sandbox, what: &str) -> Vec<String> {
+async fn web_running(on: (&Sandbox, &Authorizer), what: &str) -> Vec<String> {
+    let sandbox = on.0;
     let pods: Api<Pod> = Api::namespaced(sandbox.client(), "default");
     let claims: Api<NodeClaim> = Api::all(sandbox.client());
-    eventually(sandbox, what, || async {
+    eventually(on, what, || async {
         let list = pods
             .list(&ListParams::default().labels("app=web"))
             .await
@@ -214,8 +330,8 @@ async fn instance_of(claims: &Api<NodeClaim>, name: &str) -> String {
 }
 
 /// Waits until the NodeClaim `name` is gone.
-async fn gone(sandbox: &Sandbox, claims: &Api<NodeClaim>, name: &str, what: &str) {
-    eventually(sandbox, what, || async {
+async fn gone(on: (&Sandbox, &Authorizer), claims: &Api<NodeClaim>, name: &str, what: &str) {
+    eventually(on, what, || async {
         claims.get_opt(name).await.ok()?.is_none().then_some(())
     })
     .await;
@@ -245,31 +361,52 @@ async fn the_sandbox_refuses_a_controller_account_the_manifests_do_not_create() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_controller_runs_under_the_charts_rbac_which_it_uses_whole() {
+    charts_rbac_used_whole(Authorizer::Double, LABEL).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_controller_runs_under_the_charts_rbac_which_it_uses_whole_on_kube_apiserver() {
+    let plane = tokio::task::spawn_blocking(|| ControlPlane::start("rbac"))
+        .await
+        .unwrap();
+    let authorizer = Authorizer::KubeApiserver {
+        plane,
+        read: Mutex::new(None),
+    };
+    charts_rbac_used_whole(authorizer, LABEL_ON_KUBE_APISERVER).await;
+}
+
+async fn charts_rbac_used_whole(authorizer: Authorizer, label: &str) {
     if std::env::var_os("NODEWRIGHT_TEST_LOG").is_some() {
         nodewright::sim::sandbox::log::init(nodewright::sim::sandbox::log::LogFormat::Text);
     }
     let clients = moto_clients().await;
-    crate::sandbox_aws::network(&clients, LABEL, "SandboxRbacNodeRole").await;
+    crate::sandbox_aws::network(&clients, label, &node_role(label)).await;
     let queue_url = clients
         .sqs
         .create_queue()
-        .queue_name(LABEL)
+        .queue_name(label)
         .send()
         .await
         .unwrap()
         .queue_url
         .unwrap();
-    let dir = std::env::temp_dir().join(format!("nodewright-rbac-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("nodewright-{label}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("0-chart.yaml"), chart_rbac()).unwrap();
-    std::fs::write(dir.join("1-cluster.yaml"), MANIFESTS).unwrap();
-    let sandbox = Sandbox::start(settings(&dir)).await.unwrap();
+    std::fs::write(dir.join("1-cluster.yaml"), manifests(label)).unwrap();
+    let mut settings = settings_labelled(&dir, label);
+    if let Authorizer::KubeApiserver { plane, .. } = &authorizer {
+        settings.cluster = Some(plane.nodewright_kubeconfig());
+    }
+    let sandbox = Sandbox::start(settings).await.unwrap();
+    let on = (&sandbox, &authorizer);
     let client = sandbox.client();
     let claims: Api<NodeClaim> = Api::all(client.clone());
 
     // The EC2NodeClass controller reads and writes the class.
     let classes: Api<EC2NodeClass> = Api::all(client.clone());
-    eventually(&sandbox, "the class Ready", || async {
+    eventually(on, "the class Ready", || async {
         let status = classes.get("default").await.ok()?.status?;
         let ready = status
             .conditions
@@ -281,7 +418,7 @@ async fn the_controller_runs_under_the_charts_rbac_which_it_uses_whole() {
     .await;
 
     // Provisioning: one m5.large per pod.
-    let first = web_running(&sandbox, "2 web pods Running").await;
+    let first = web_running(on, "2 web pods Running").await;
     assert_eq!(first.len(), 2, "{first:?}");
 
     // A drain the PodDisruptionBudget blocks: evictions are refused until
@@ -291,13 +428,13 @@ async fn the_controller_runs_under_the_charts_rbac_which_it_uses_whole() {
         .await
         .unwrap();
     gone(
-        &sandbox,
+        on,
         &claims,
         &first[0],
         "the deleted NodeClaim drained and gone",
     )
     .await;
-    let second = web_running(&sandbox, "2 web pods Running after the drain").await;
+    let second = web_running(on, "2 web pods Running after the drain").await;
     let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), "default");
     pdbs.delete("web", &DeleteParams::default()).await.unwrap();
 
@@ -312,13 +449,13 @@ async fn the_controller_runs_under_the_charts_rbac_which_it_uses_whole() {
         .await
         .unwrap();
     gone(
-        &sandbox,
+        on,
         &claims,
         &victim,
         "the NodeClaim of a terminated instance collected",
     )
     .await;
-    let third = web_running(&sandbox, "2 web pods Running after the collection").await;
+    let third = web_running(on, "2 web pods Running after the collection").await;
 
     // An interruption from the queue.
     let victim = third[0].clone();
@@ -337,8 +474,8 @@ async fn the_controller_runs_under_the_charts_rbac_which_it_uses_whole() {
         .send()
         .await
         .unwrap();
-    gone(&sandbox, &claims, &victim, "the interrupted NodeClaim gone").await;
-    web_running(&sandbox, "2 web pods Running after the interruption").await;
+    gone(on, &claims, &victim, "the interrupted NodeClaim gone").await;
+    web_running(on, "2 web pods Running after the interruption").await;
 
     // Consolidation: with no pods left, every node is empty and goes.
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
@@ -350,7 +487,7 @@ async fn the_controller_runs_under_the_charts_rbac_which_it_uses_whole() {
         )
         .await
         .unwrap();
-    eventually(&sandbox, "every NodeClaim consolidated away", || async {
+    eventually(on, "every NodeClaim consolidated away", || async {
         claims
             .list(&ListParams::default())
             .await
@@ -361,7 +498,7 @@ async fn the_controller_runs_under_the_charts_rbac_which_it_uses_whole() {
     })
     .await;
 
-    let report = sandbox.server().authorization_report(NAMESPACE, ACCOUNT);
+    let report = authorizer.decisions(&sandbox).await;
     sandbox.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 
@@ -373,11 +510,7 @@ async fn the_controller_runs_under_the_charts_rbac_which_it_uses_whole() {
     let unused: Vec<_> = report
         .unused
         .iter()
-        .filter(|u| {
-            !NOT_EXERCISED
-                .iter()
-                .any(|(role, _)| *role == u.rule.role_name)
-        })
+        .filter(|(role_name, _)| !NOT_EXERCISED.iter().any(|(role, _)| role == role_name))
         .collect();
     assert!(
         unused.is_empty(),
@@ -386,11 +519,11 @@ async fn the_controller_runs_under_the_charts_rbac_which_it_uses_whole() {
     // The exceptions are still needed: each names a role the chart binds.
     for (role, why) in NOT_EXERCISED {
         assert!(
-            report.unused.iter().any(|u| u.rule.role_name == *role),
+            report.unused.iter().any(|(name, _)| name == role),
             "{role} is listed as not exercised ({why}) but the scenario used it or the chart no longer binds it"
         );
     }
     // And nothing was left running in moto.
-    let running = crate::sandbox_aws::left_running(&clients, LABEL).await;
+    let running = crate::sandbox_aws::left_running(&clients, label).await;
     assert!(running.is_empty(), "left running: {running:?}");
 }

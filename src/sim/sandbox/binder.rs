@@ -22,13 +22,13 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::events::{Event, EventType};
 use kube::{Client, Resource, ResourceExt};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::node::{internal_ip, is_ready};
+use super::node::{internal_ip, is_ready, is_simulated};
 use super::pod_status::{
     is_marked_unschedulable, running_patch, unschedulable_patch, waits_to_start,
 };
@@ -78,6 +78,8 @@ struct Memory {
     reported: HashMap<String, String>,
     /// Pods started here.
     started: HashSet<String>,
+    /// Terminating pods whose deletion was finished here.
+    finished: HashSet<String>,
 }
 
 /// The binder.
@@ -87,6 +89,9 @@ pub struct Binder {
     instance_types: Arc<InstanceTypeProvider>,
     recorder: Recorder,
     memory: Mutex<Memory>,
+    /// False on a real cluster, where kube-scheduler binds: the binder
+    /// then only does the kubelet's part for the simulated nodes.
+    binds: bool,
 }
 
 impl Binder {
@@ -104,7 +109,19 @@ impl Binder {
             instance_types,
             recorder,
             memory: Mutex::new(Memory::default()),
+            binds: true,
         }
+    }
+
+    /// The binder on a real cluster: kube-scheduler binds and marks pods
+    /// unschedulable, so this one binds nothing; it starts the pods bound
+    /// to the simulated kubelet's Ready nodes and, as their kubelet would
+    /// once the containers stopped, finishes the deletion of their
+    /// terminating pods (a real API server keeps a deleted pod until its
+    /// kubelet confirms; the double removes it at once).
+    pub fn stepping_aside(mut self) -> Self {
+        self.binds = false;
+        self
     }
 
     fn memory(&self) -> std::sync::MutexGuard<'_, Memory> {
@@ -155,6 +172,11 @@ impl Binder {
         tracing::debug!(pending = pending.len(), "binder: prepared");
         let node_count = snapshot.nodes.len();
         let mut round = BindRound::default();
+        if !self.binds {
+            round.started = self.start_bound_pods().await;
+            self.finish_terminating_pods().await;
+            return Ok(round);
+        }
         if !pending.is_empty() {
             let result = self.solve(snapshot, &pending).await?;
             tracing::debug!(
@@ -246,6 +268,7 @@ impl Binder {
             .retain(|uid, (_, since)| existing.contains(uid) && now - *since < ASSUME_TTL);
         memory.reported.retain(|uid, _| existing.contains(uid));
         memory.started.retain(|uid| existing.contains(uid));
+        memory.finished.retain(|uid| existing.contains(uid));
     }
 
     /// The snapshot the scheduler sees — no NodePools, no NodeClaims, no
@@ -464,7 +487,9 @@ impl Binder {
                 .filter_map(|pod| {
                     let uid = pod.uid().unwrap_or_default();
                     let node_name = bound_node(&pod).or_else(|| assumed.get(&uid).cloned())?;
-                    let node = nodes.get(&node_name).filter(|n| is_ready(n))?;
+                    let node = nodes
+                        .get(&node_name)
+                        .filter(|n| is_ready(n) && (self.binds || is_simulated(n)))?;
                     if !waits_to_start(&pod) || memory.started.contains(&uid) {
                         return None;
                     }
@@ -502,6 +527,66 @@ impl Binder {
             Err(kube::Error::Api(status)) if status.code == 404 => None,
             Err(error) => {
                 tracing::warn!(pod = %pod_key(pod), %error, "cannot start pod");
+                None
+            }
+        }
+    }
+}
+
+impl Binder {
+    /// Deletes at once (grace period 0, this pod's uid only) the terminating
+    /// pods bound to a simulated node: their containers stop as soon as
+    /// they are told to.
+    async fn finish_terminating_pods(&self) {
+        let simulated: HashSet<String> = self
+            .state
+            .nodes
+            .all()
+            .into_iter()
+            .filter(|n| is_simulated(n))
+            .map(|n| n.name_any())
+            .collect();
+        let to_finish: Vec<Arc<Pod>> = {
+            let memory = self.memory();
+            self.state
+                .pods
+                .all()
+                .into_iter()
+                .filter(|pod| {
+                    pod.metadata.deletion_timestamp.is_some()
+                        && bound_node(pod).is_some_and(|n| simulated.contains(&n))
+                        && !memory.finished.contains(&pod.uid().unwrap_or_default())
+                })
+                .collect()
+        };
+        let deletes = to_finish.into_iter().map(|pod| self.finish(pod)).collect();
+        all(deletes).await;
+    }
+
+    async fn finish(&self, pod: Arc<Pod>) -> Option<()> {
+        let api: Api<Pod> =
+            Api::namespaced(self.client.clone(), &pod.namespace().unwrap_or_default());
+        let uid = pod.uid().unwrap_or_default();
+        let params = DeleteParams {
+            grace_period_seconds: Some(0),
+            preconditions: Some(Preconditions {
+                uid: Some(uid.clone()),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match api.delete(&pod.name_any(), &params).await {
+            Ok(_) => {
+                self.memory().finished.insert(uid);
+                tracing::info!(pod = %pod_key(&pod), "pod terminated");
+                Some(())
+            }
+            Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {
+                self.memory().finished.insert(uid);
+                None
+            }
+            Err(error) => {
+                tracing::warn!(pod = %pod_key(&pod), %error, "cannot finish the pod's deletion; retrying");
                 None
             }
         }

@@ -49,6 +49,11 @@ pub struct KubeletSettings {
     pub zones: Vec<String>,
     /// `major.minor` of the cluster, for the kubelet version.
     pub kubernetes_version: String,
+    /// Whether this kubelet also keeps the node lifecycle controller's
+    /// taints (`not-ready`, `unschedulable`): on the double, which has no
+    /// such controller; not on a real cluster, whose
+    /// kube-controller-manager does it.
+    pub lifecycle_taints: bool,
 }
 
 /// What the kubelet knows of one instance.
@@ -168,7 +173,9 @@ impl Kubelet {
             .filter(|id| !live.contains(*id))
             .cloned()
             .collect();
-        self.sync_lifecycle_taints().await;
+        if self.settings.lifecycle_taints {
+            self.sync_lifecycle_taints().await;
+        }
         for provider_id in gone {
             let node = self
                 .instances

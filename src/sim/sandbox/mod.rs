@@ -27,6 +27,8 @@
 pub mod apply;
 mod aws;
 pub mod binder;
+pub mod cluster;
+pub mod heartbeat;
 pub mod identity;
 pub mod interruptions;
 pub mod kubelet;
@@ -56,6 +58,10 @@ use crate::controllers::recorder::Recorder;
 use crate::extensions::Extensions;
 use crate::operator::{Endpoints, LeaseSettings, Operator, OperatorSettings};
 use apiserver_double::{ApiServer, Faults};
+use k8s_openapi::api::core::v1::ServiceAccount;
+use kube::api::Api;
+
+use cluster::{Cluster, ClusterError};
 
 pub use apply::{Applied, ApplyError};
 pub use binder::Binder;
@@ -121,6 +127,13 @@ pub struct SandboxSettings {
     /// How long the API server double keeps an Event after its last write
     /// (kube-apiserver's `--event-ttl`, one hour by default).
     pub event_ttl: Duration,
+    /// The kubeconfig of a real cluster to run on instead of serving the
+    /// double (`--cluster`): its kube-scheduler binds, its
+    /// kube-controller-manager runs workloads, garbage collection and node
+    /// lifecycle; the simulated kubelet also renews node Leases and posts
+    /// heartbeats. `listen`, `event_ttl` and `faults` are the double's and
+    /// do not apply.
+    pub cluster: Option<PathBuf>,
 }
 
 /// The identity nodewright's controllers run under in the sandbox, as the
@@ -158,6 +171,7 @@ impl Default for SandboxSettings {
             controller_account: None,
             faults: None,
             event_ttl: Duration::from_secs(60 * 60),
+            cluster: None,
         }
     }
 }
@@ -202,9 +216,17 @@ pub enum SandboxError {
     /// The identity the controllers run as under faults could not be made.
     #[error("the sandbox's controller identity: {0}")]
     Identity(#[source] kube::Error),
+    /// The cluster could not be used.
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
+    /// Faults are injected by the double only.
+    #[error(
+        "API server faults are injected by the API server double only; leave them out with --cluster"
+    )]
+    FaultsNeedTheDouble,
     /// The controllers' ServiceAccount is not among the manifests.
     #[error(
-        "--controller-service-account {namespace}/{name}: no such ServiceAccount among the manifests; pass the chart's rendered manifests (`helm template`), which create it with its ClusterRoles, Roles and bindings"
+        "--controller-service-account {namespace}/{name}: no such ServiceAccount among the manifests (nor, with --cluster, in the cluster); pass the chart's rendered manifests (`helm template`), which create it with its ClusterRoles, Roles and bindings"
     )]
     NoControllerAccount {
         /// Its namespace.
@@ -214,11 +236,24 @@ pub enum SandboxError {
     },
 }
 
+/// What the sandbox runs on.
+enum Backend {
+    /// The API server double, served on loopback.
+    Double {
+        server: ApiServer,
+        address: SocketAddr,
+        serving: JoinHandle<std::io::Result<()>>,
+    },
+    /// A real cluster (boxed: its client configuration is large).
+    Cluster(Box<Cluster>),
+}
+
 /// A running sandbox. [`Sandbox::stop`] ends every task it started and
 /// closes its listener.
 pub struct Sandbox {
-    server: ApiServer,
-    address: SocketAddr,
+    backend: Backend,
+    /// A cluster-admin client: the double's in process, or the cluster's.
+    client: kube::Client,
     cloud: Arc<dyn CloudProvider>,
     /// The AWS cloud over clients of its own, to terminate the instances
     /// when the sandbox stops; none for the simulated cloud.
@@ -226,7 +261,6 @@ pub struct Sandbox {
     simulated: Option<Arc<SimulatedCloudProvider>>,
     state: Arc<ClusterState>,
     applied: Vec<Applied>,
-    serving: JoinHandle<std::io::Result<()>>,
     tasks: JoinSet<()>,
     /// Makes the controllers' operator afresh, for a restart.
     operator: Arc<dyn Fn() -> Operator + Send + Sync>,
@@ -237,12 +271,43 @@ impl Sandbox {
     /// Serves the API server, applies the manifests and starts the
     /// stand-ins and the controllers.
     pub async fn start(settings: SandboxSettings) -> Result<Sandbox, SandboxError> {
+        let catalog = Arc::new(Catalog::embedded(&settings.region)?);
+        let documents = apply::read(&settings.manifests)?;
+        let backend = match &settings.cluster {
+            None => Self::serve_double(&settings).await?,
+            Some(path) => {
+                if settings.faults.is_some() {
+                    return Err(SandboxError::FaultsNeedTheDouble);
+                }
+                let cluster = Cluster::connect(path).await?;
+                cluster
+                    .install_crds(&crate::apis::crds::definitions())
+                    .await?;
+                Backend::Cluster(Box::new(cluster))
+            }
+        };
+        let client = match &backend {
+            Backend::Double { server, .. } => server.client(),
+            Backend::Cluster(cluster) => cluster.client(),
+        };
+        let started = Self::start_on(settings, catalog, documents, backend, client).await;
+        match started {
+            Ok(sandbox) => Ok(sandbox),
+            Err((error, backend)) => {
+                if let Backend::Double { serving, .. } = backend {
+                    serving.abort();
+                    let _ = serving.await;
+                }
+                Err(error)
+            }
+        }
+    }
+
+    /// Serves the double on the settings' loopback address.
+    async fn serve_double(settings: &SandboxSettings) -> Result<Backend, SandboxError> {
         if !settings.listen.ip().is_loopback() {
             return Err(SandboxError::NotLoopback(settings.listen));
         }
-        let catalog = Arc::new(Catalog::embedded(&settings.region)?);
-        let documents = apply::read(&settings.manifests)?;
-
         let (major, minor) = KUBERNETES_VERSION;
         let server = crate::sim::double::builder()
             .kubernetes_version(major, minor)
@@ -259,54 +324,121 @@ impl Sandbox {
             source,
         })?;
         let serving = tokio::spawn(server.clone().serve(listener));
-        let client = server.client();
+        Ok(Backend::Double {
+            server,
+            address,
+            serving,
+        })
+    }
+
+    /// The controllers' client: as the account (RBAC enforced), as a cluster
+    /// admin of its own under faults (so only its requests meet them), or
+    /// the sandbox's own.
+    async fn controller_client(
+        settings: &SandboxSettings,
+        backend: &Backend,
+        client: &kube::Client,
+        applied: &[Applied],
+    ) -> Result<kube::Client, SandboxError> {
+        match (&settings.controller_account, backend) {
+            (None, Backend::Double { server, .. }) if settings.faults.is_some() => {
+                let account = identity::cluster_admin(client)
+                    .await
+                    .map_err(SandboxError::Identity)?;
+                Ok(server.client_with_token(
+                    &server.service_account_token(&account.namespace, &account.name),
+                ))
+            }
+            (None, _) => Ok(client.clone()),
+            (Some(account), backend) => {
+                let among_manifests = applied.iter().any(|a| {
+                    a.kind == "ServiceAccount"
+                        && a.name == format!("{}/{}", account.namespace, account.name)
+                });
+                let missing = || SandboxError::NoControllerAccount {
+                    namespace: account.namespace.clone(),
+                    name: account.name.clone(),
+                };
+                match backend {
+                    Backend::Double { server, .. } => {
+                        if !among_manifests {
+                            return Err(missing());
+                        }
+                        Ok(server.client_with_token(
+                            &server.service_account_token(&account.namespace, &account.name),
+                        ))
+                    }
+                    Backend::Cluster(cluster) => {
+                        let accounts: Api<ServiceAccount> =
+                            Api::namespaced(client.clone(), &account.namespace);
+                        match accounts.get_opt(&account.name).await {
+                            Ok(Some(_)) => {}
+                            Ok(None) => return Err(missing()),
+                            Err(source) => {
+                                return Err(ClusterError::Api {
+                                    path: cluster.kubeconfig().to_path_buf(),
+                                    what: format!(
+                                        "reading the ServiceAccount {}/{}",
+                                        account.namespace, account.name
+                                    ),
+                                    source,
+                                }
+                                .into());
+                            }
+                        }
+                        Ok(cluster
+                            .service_account_client(&account.namespace, &account.name)
+                            .await?)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Applies the manifests and starts the stand-ins and the controllers
+    /// on `backend`; on failure, the backend back to be shut down.
+    async fn start_on(
+        settings: SandboxSettings,
+        catalog: Arc<Catalog>,
+        documents: Vec<apply::Document>,
+        backend: Backend,
+        client: kube::Client,
+    ) -> Result<Sandbox, (SandboxError, Backend)> {
         let applied = match apply::apply(&client, documents).await {
             Ok(applied) => applied,
-            Err(error) => {
-                serving.abort();
-                let _ = serving.await;
-                return Err(error.into());
-            }
+            Err(error) => return Err((error.into(), backend)),
         };
         for object in &applied {
             tracing::info!(kind = %object.kind, name = %object.name, from = %object.origin, "applied");
         }
-
-        let controller_client = match &settings.controller_account {
-            None if settings.faults.is_some() => match identity::cluster_admin(&client).await {
-                Ok(account) => server.client_with_token(
-                    &server.service_account_token(&account.namespace, &account.name),
-                ),
-                Err(error) => {
-                    serving.abort();
-                    let _ = serving.await;
-                    return Err(SandboxError::Identity(error));
-                }
+        let controller_client =
+            match Self::controller_client(&settings, &backend, &client, &applied).await {
+                Ok(client) => client,
+                Err(error) => return Err((error, backend)),
+            };
+        let (major, minor) = match &backend {
+            Backend::Double { .. } => (
+                KUBERNETES_VERSION.0.to_string(),
+                KUBERNETES_VERSION.1.to_string(),
+            ),
+            Backend::Cluster(cluster) => match cluster.version().await {
+                Ok(version) => version,
+                Err(error) => return Err((error.into(), backend)),
             },
-            None => client.clone(),
-            Some(account) => {
-                let exists = applied.iter().any(|a| {
-                    a.kind == "ServiceAccount"
-                        && a.name == format!("{}/{}", account.namespace, account.name)
-                });
-                if !exists {
-                    serving.abort();
-                    let _ = serving.await;
-                    return Err(SandboxError::NoControllerAccount {
-                        namespace: account.namespace.clone(),
-                        name: account.name.clone(),
-                    });
-                }
-                server.client_with_token(
-                    &server.service_account_token(&account.namespace, &account.name),
-                )
-            }
         };
+        let url = match &backend {
+            Backend::Double { address, .. } => format!("http://{address}"),
+            Backend::Cluster(cluster) => cluster.url(),
+        };
+        let on_cluster = matches!(backend, Backend::Cluster(_));
 
-        if let Some(faults) = &settings.faults {
+        if let (Some(faults), Backend::Double { server, .. }) = (&settings.faults, &backend) {
             server.set_faults(faults.clone());
         }
-        let extensions = Arc::new(Extensions::new(HostConfig::default())?);
+        let extensions = match Extensions::new(HostConfig::default()) {
+            Ok(extensions) => Arc::new(extensions),
+            Err(error) => return Err((error.into(), backend)),
+        };
         let unavailable = Arc::new(UnavailableOfferings::new(
             settings.unavailable_offerings_ttl,
         ));
@@ -339,7 +471,7 @@ impl Sandbox {
                     setup,
                 } = aws::providers(
                     &settings,
-                    &format!("http://{address}"),
+                    &url,
                     &instance_types,
                     unavailable,
                     &kubernetes_version,
@@ -429,6 +561,7 @@ impl Sandbox {
                     region: settings.region.clone(),
                     zones,
                     kubernetes_version,
+                    lifecycle_taints: !on_cluster,
                 },
             )
             .run(),
@@ -454,28 +587,33 @@ impl Sandbox {
             }
             .run(),
         );
-        let binder = Arc::new(Binder::new(
+        let binder = Binder::new(
             client.clone(),
             state.clone(),
             instance_types,
             recorder("default-scheduler"),
-        ));
-        tasks.spawn(binder.run());
+        );
+        let binder = if on_cluster {
+            tasks.spawn(heartbeat::Heartbeat::new(client.clone(), state.clone()).run());
+            binder.stepping_aside()
+        } else {
+            binder
+        };
+        tasks.spawn(Arc::new(binder).run());
         tracing::info!(
-            url = %format!("http://{address}"),
+            %url,
             cloud = cloud.name(),
             region = %settings.region,
             "sandbox running"
         );
         Ok(Sandbox {
-            server,
-            address,
+            backend,
+            client,
             cloud,
             cleanup,
             simulated,
             state,
             applied,
-            serving,
             tasks,
             operator,
             controllers,
@@ -493,24 +631,33 @@ impl Sandbox {
         self.controllers = tokio::spawn(run_controllers((self.operator)()));
     }
 
-    /// Where the API server listens.
-    pub fn address(&self) -> SocketAddr {
-        self.address
+    /// Where the double listens; `None` on a cluster.
+    pub fn address(&self) -> Option<SocketAddr> {
+        match &self.backend {
+            Backend::Double { address, .. } => Some(*address),
+            Backend::Cluster(_) => None,
+        }
     }
 
-    /// The API server's URL (`http://127.0.0.1:PORT`).
+    /// The API server's URL (`http://127.0.0.1:PORT` for the double).
     pub fn url(&self) -> String {
-        format!("http://{}", self.address)
+        match &self.backend {
+            Backend::Double { address, .. } => format!("http://{address}"),
+            Backend::Cluster(cluster) => cluster.url(),
+        }
     }
 
-    /// A client talking to the API server in process.
+    /// A cluster-admin client: the double's in process, or the cluster's.
     pub fn client(&self) -> kube::Client {
-        self.server.client()
+        self.client.clone()
     }
 
-    /// The API server double.
-    pub fn server(&self) -> &ApiServer {
-        &self.server
+    /// The API server double; `None` on a cluster.
+    pub fn server(&self) -> Option<&ApiServer> {
+        match &self.backend {
+            Backend::Double { server, .. } => Some(server),
+            Backend::Cluster(_) => None,
+        }
     }
 
     /// The cloud instances are launched in.
@@ -534,7 +681,7 @@ impl Sandbox {
         &self.applied
     }
 
-    /// A kubeconfig for the sandbox.
+    /// A kubeconfig for the double (on a cluster, use the cluster's own).
     pub fn kubeconfig(&self) -> String {
         kubeconfig(&self.url())
     }
@@ -549,8 +696,10 @@ impl Sandbox {
         if let Some(cleanup) = &self.cleanup {
             aws::terminate_instances(cleanup.as_ref()).await;
         }
-        self.serving.abort();
-        let _ = (&mut self.serving).await;
+        if let Backend::Double { serving, .. } = &mut self.backend {
+            serving.abort();
+            let _ = serving.await;
+        }
         tracing::info!("sandbox stopped");
     }
 }

@@ -64,6 +64,19 @@ pub struct Registration<'a> {
     pub kubernetes_version: &'a str,
 }
 
+/// The annotation on every Node the simulated kubelet registered: on a
+/// real cluster the sandbox's kubelet duties (pods, leases, heartbeats)
+/// concern these Nodes only.
+pub const SIMULATED_ANNOTATION: &str = "sandbox.nodewright.io/simulated-kubelet";
+
+/// Whether the simulated kubelet registered `node`.
+pub fn is_simulated(node: &Node) -> bool {
+    node.metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(SIMULATED_ANNOTATION))
+}
+
 /// The taint the node lifecycle controller keeps on a cordoned node.
 pub const UNSCHEDULABLE_TAINT_KEY: &str = "node.kubernetes.io/unschedulable";
 /// The taint a node carries while it is not `Ready`.
@@ -140,6 +153,7 @@ pub fn registering_node(claim: &NodeClaim, registration: &Registration<'_>) -> N
             "annotations": {
                 "node.alpha.kubernetes.io/ttl": "0",
                 "volumes.kubernetes.io/controller-managed-attach-detach": "true",
+                SIMULATED_ANNOTATION: "true",
             },
         },
         "spec": {

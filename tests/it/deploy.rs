@@ -110,7 +110,7 @@ impl Sandbox {
 
     /// Runs kubectl with `stdin`; returns (success, stdout and stderr).
     fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> (bool, String) {
-        let mut child = Command::new("kubectl")
+        let mut child = crate::support::kubectl()
             .args(args)
             .arg("--request-timeout=30s")
             .env("KUBECONFIG", &self.kubeconfig)
@@ -151,13 +151,6 @@ impl Drop for Sandbox {
     }
 }
 
-fn kubectl_available() -> bool {
-    Command::new("kubectl")
-        .args(["version", "--client"])
-        .output()
-        .is_ok()
-}
-
 /// Cluster states `simulate` reads, not manifests to apply:
 /// `examples/snapshot` (a cluster's `kubectl get -o yaml` output: bound
 /// pods, uids, resource versions) and `examples/disruption` (Nodes and
@@ -175,10 +168,6 @@ const EXAMPLE_DIRS: &[&str] = &[
 
 #[test]
 fn every_example_directory_applies_to_an_empty_sandbox() {
-    if !kubectl_available() {
-        eprintln!("SKIPPED: kubectl is not on PATH; install kubectl 1.32 to run this test");
-        return;
-    }
     let listed: Vec<String> = std::fs::read_dir(root().join("examples"))
         .unwrap()
         .map(|e| e.unwrap())
@@ -253,10 +242,6 @@ fn the_rendered_chart_applies_to_a_sandbox_on_kube_apiserver() {
 }
 
 fn the_rendered_chart_applies(backend: Backend) {
-    if !kubectl_available() {
-        eprintln!("SKIPPED: kubectl is not on PATH; install kubectl 1.32 to run this test");
-        return;
-    }
     let required = [
         "settings.clusterName=demo",
         "settings.clusterEndpoint=https://0123456789ABCDEF.gr7.us-east-1.eks.amazonaws.com",

@@ -358,10 +358,6 @@ async fn a_refused_call_changes_nothing_and_names_the_permission() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn moto_answers_for_live_instances_and_a_gone_one_is_skipped() {
-    if std::env::var_os("NODEWRIGHT_MOTO_SERVER").is_none() {
-        eprintln!("SKIPPED: NODEWRIGHT_MOTO_SERVER is not set (scripts/test sets it)");
-        return;
-    }
     let clients = moto_clients().await;
     let image = crate::amis::register(
         &clients,

@@ -122,11 +122,7 @@ struct Harness {
 }
 
 impl Harness {
-    async fn start(queue: &str, instances: &[(&str, &str)]) -> Option<Harness> {
-        if std::env::var_os("NODEWRIGHT_MOTO_SERVER").is_none() {
-            eprintln!("SKIPPED: NODEWRIGHT_MOTO_SERVER is not set (scripts/test sets it)");
-            return None;
-        }
+    async fn start(queue: &str, instances: &[(&str, &str)]) -> Harness {
         let _ = moto();
         let clients = moto_clients().await;
         let url = clients
@@ -196,7 +192,7 @@ impl Harness {
             ),
         ));
         tasks.push(tokio::spawn(controller.run()));
-        Some(Harness {
+        Harness {
             claims,
             nodes,
             sqs: clients.sqs,
@@ -205,7 +201,7 @@ impl Harness {
             unavailable,
             tasks,
             server,
-        })
+        }
     }
 
     async fn send(&self, body: &str) {
@@ -293,7 +289,7 @@ const WAIT: Duration = Duration::from_secs(30);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_kind_gets_its_action_and_the_rest_is_consumed_harmlessly() {
-    let Some(h) = Harness::start(
+    let h = Harness::start(
         "interruption-kinds",
         &[
             ("i-00000000000000001", "default"),
@@ -304,10 +300,7 @@ async fn each_kind_gets_its_action_and_the_rest_is_consumed_harmlessly() {
             ("i-00000000000000006", "default"),
         ],
     )
-    .await
-    else {
-        return;
-    };
+    .await;
     // A claim already being deleted, its drain bounded far off.
     let far = json!({"metadata": {"annotations": {
         "karpenter.sh/nodeclaim-termination-timestamp": "2099-01-01T00:00:00Z"}}});
@@ -438,11 +431,7 @@ async fn each_kind_gets_its_action_and_the_rest_is_consumed_harmlessly() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queue_deleted_mid_run_is_polled_again_once_it_is_back() {
-    let Some(mut h) =
-        Harness::start("interruption-outage", &[("i-00000000000000011", "default")]).await
-    else {
-        return;
-    };
+    let mut h = Harness::start("interruption-outage", &[("i-00000000000000011", "default")]).await;
     eventually_within("healthy", WAIT, || async {
         (h.healthy() == 1.0).then_some(())
     })

@@ -58,7 +58,7 @@ impl Served {
         let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
         let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
         let output = tokio::task::spawn_blocking(move || {
-            Command::new("kubectl")
+            crate::support::kubectl()
                 .args(&args)
                 .arg(format!("--cache-dir={}", cache.display()))
                 .arg("--request-timeout=30s")
@@ -85,17 +85,6 @@ impl Served {
     }
 }
 
-fn kubectl_available() -> bool {
-    match Command::new("kubectl")
-        .args(["version", "--client"])
-        .output()
-    {
-        Ok(_) => true,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
-        Err(e) => panic!("running kubectl: {e}"),
-    }
-}
-
 fn example(path: &str) -> String {
     Path::new("examples/quickstart")
         .join(path)
@@ -105,10 +94,6 @@ fn example(path: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_manages_a_cluster_on_the_double() {
-    if !kubectl_available() {
-        eprintln!("SKIPPED: kubectl is not on PATH; install kubectl 1.32 to run this test");
-        return;
-    }
     let served = Served::start().await;
     let client = served.server.client();
 

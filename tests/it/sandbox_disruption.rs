@@ -27,25 +27,25 @@ pub(crate) struct Sandbox {
 
 impl Sandbox {
     /// The sandbox on the double.
-    pub(crate) fn start(name: &str) -> Option<Sandbox> {
+    pub(crate) fn start(name: &str) -> Sandbox {
         Sandbox::start_on(name, Backend::Double)
     }
 
     /// The sandbox on `backend`.
-    pub(crate) fn start_on(name: &str, backend: Backend) -> Option<Sandbox> {
+    pub(crate) fn start_on(name: &str, backend: Backend) -> Sandbox {
         let Started {
             child,
             dir,
             kubeconfig,
             control_plane,
             ..
-        } = start_sandbox_on(name, backend)?;
-        Some(Sandbox {
+        } = start_sandbox_on(name, backend);
+        Sandbox {
             child,
             dir,
             kubeconfig,
             _control_plane: control_plane,
-        })
+        }
     }
 
     /// `kubectl args`, which must succeed; its output.
@@ -181,9 +181,7 @@ fn an_underutilized_node_is_replaced_by_a_cheaper_one_before_it_goes_on_kube_api
 }
 
 fn an_underutilized_node_is_replaced_by_a_cheaper_one_before_it_goes_on(backend: Backend) {
-    let Some(sandbox) = Sandbox::start_on("disruption-replace", backend) else {
-        return;
-    };
+    let sandbox = Sandbox::start_on("disruption-replace", backend);
     sandbox.quickstart(&["examples/quickstart/web.yaml"]);
     let first = sandbox.running("web", 8);
     let original = first[0].clone();
@@ -280,9 +278,7 @@ fn do_not_disrupt_a_pdb_and_a_closed_budget_window_each_keep_a_node_on_kube_apis
 }
 
 fn do_not_disrupt_a_pdb_and_a_closed_budget_window_each_keep_a_node_on(backend: Backend) {
-    let Some(sandbox) = Sandbox::start_on("disruption-held", backend) else {
-        return;
-    };
+    let sandbox = Sandbox::start_on("disruption-held", backend);
     sandbox.quickstart(&["examples/quickstart/web.yaml"]);
     sandbox.running("web", 8);
     // Added to the web's node, the only one.
@@ -379,9 +375,7 @@ fn a_template_change_drifts_every_node_and_replaces_them_one_budget_at_a_time_on
 }
 
 fn a_template_change_drifts_every_node_and_replaces_them_one_budget_at_a_time_on(backend: Backend) {
-    let Some(sandbox) = Sandbox::start_on("disruption-drift", backend) else {
-        return;
-    };
+    let sandbox = Sandbox::start_on("disruption-drift", backend);
     sandbox.quickstart(&[]);
     sandbox.patch_pool(r#"{"spec":{"disruption":{"budgets":[{"nodes":"1"}]}}}"#);
     sandbox.apply(SPREAD);
@@ -444,9 +438,7 @@ fn a_node_past_expire_after_is_replaced_on_kube_apiserver() {
 }
 
 fn a_node_past_expire_after_is_replaced_on(backend: Backend) {
-    let Some(sandbox) = Sandbox::start_on("disruption-expire", backend) else {
-        return;
-    };
+    let sandbox = Sandbox::start_on("disruption-expire", backend);
     sandbox.quickstart(&[]);
     sandbox.patch_pool(r#"{"spec":{"template":{"spec":{"expireAfter":"30s"}}}}"#);
     sandbox.ok(&["apply", "-f", "examples/quickstart/web.yaml"]);
@@ -486,9 +478,7 @@ fn simulate_disruption_on_a_snapshot_decides_what_the_controller_then_does_on_ku
 }
 
 fn simulate_disruption_on_a_snapshot_decides_what_the_controller_then_does_on(backend: Backend) {
-    let Some(sandbox) = Sandbox::start_on("disruption-snapshot", backend) else {
-        return;
-    };
+    let sandbox = Sandbox::start_on("disruption-snapshot", backend);
     sandbox.quickstart(&["examples/quickstart/web.yaml"]);
     // Long enough that the controller does nothing before the snapshot.
     sandbox.patch_pool(r#"{"spec":{"disruption":{"consolidateAfter":"1h"}}}"#);

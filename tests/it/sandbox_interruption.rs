@@ -22,9 +22,7 @@ fn injected_interruptions_follow_the_node_pools_policy_on_kube_apiserver() {
 }
 
 fn injected_interruptions_follow_the_node_pools_policy_on(backend: Backend) {
-    let Some(sandbox) = Sandbox::start_on("interruption", backend) else {
-        return;
-    };
+    let sandbox = Sandbox::start_on("interruption", backend);
     sandbox.quickstart(&["examples/quickstart/web.yaml"]);
     let first = sandbox.running("web", 8);
     let annotate = |node: &str, kind: &str| {

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use super::control_plane::ControlPlane;
 
 pub(crate) fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String) {
-    let output = Command::new("kubectl")
+    let output = crate::support::kubectl()
         .args(args)
         .arg("--request-timeout=30s")
         .env("KUBECONFIG", kubeconfig)
@@ -111,18 +111,8 @@ pub(crate) struct Started {
 }
 
 /// `nodewright sandbox` started on `backend` as a user starts it, with a
-/// directory of its own (named after `name`); `None` when the machine has
-/// no `kubectl`.
-pub(crate) fn start_sandbox_on(name: &str, backend: Backend) -> Option<Started> {
-    if Command::new("kubectl")
-        .arg("version")
-        .arg("--client")
-        .output()
-        .is_err()
-    {
-        eprintln!("SKIPPED: kubectl is not on PATH; install kubectl 1.32 to run this test");
-        return None;
-    }
+/// directory of its own (named after `name`).
+pub(crate) fn start_sandbox_on(name: &str, backend: Backend) -> Started {
     let dir = std::env::temp_dir().join(format!(
         "nodewright-{name}-{backend:?}-{}",
         std::process::id()
@@ -160,13 +150,13 @@ pub(crate) fn start_sandbox_on(name: &str, backend: Backend) -> Option<Started> 
         "the sandbox started; its log:\n{}",
         std::fs::read_to_string(dir.join("sandbox.log")).unwrap_or_default()
     );
-    Some(Started {
+    Started {
         child: Process(child),
         dir,
         kubeconfig,
         first,
         control_plane,
-    })
+    }
 }
 
 #[test]
@@ -180,16 +170,13 @@ fn the_quickstart_runs_in_the_sandbox_binary_under_kubectl_on_kube_apiserver() {
 }
 
 fn the_quickstart_runs_under_kubectl(backend: Backend) {
-    let Some(Started {
+    let Started {
         mut child,
         dir,
         kubeconfig,
         first,
         control_plane,
-    }) = start_sandbox_on("sandbox-bin", backend)
-    else {
-        return;
-    };
+    } = start_sandbox_on("sandbox-bin", backend);
     let printed = match &control_plane {
         None => kubeconfig.clone(),
         Some(plane) => plane.nodewright_kubeconfig(),
@@ -334,16 +321,13 @@ fn scaling_a_deployment_to_zero_removes_its_empty_nodes_after_consolidate_after_
 }
 
 fn empty_nodes_go(backend: Backend) {
-    let Some(Started {
+    let Started {
         mut child,
         dir,
         kubeconfig,
         control_plane: _control_plane,
         ..
-    }) = start_sandbox_on("sandbox-empty", backend)
-    else {
-        return;
-    };
+    } = start_sandbox_on("sandbox-empty", backend);
     let ok = |args: &[&str]| {
         let (ok, text) = kubectl(&kubeconfig, args);
         assert!(ok, "kubectl {args:?}: {text}");

@@ -36,9 +36,7 @@ spec:
 
 #[test]
 fn twenty_drifted_nodes_are_replaced_five_at_a_time() {
-    let Some(sandbox) = Sandbox::start("rollout") else {
-        return;
-    };
+    let sandbox = Sandbox::start("rollout");
     sandbox.quickstart(&[]);
     sandbox.patch_pool(
         r#"{"spec":{"disruption":{"consolidateAfter":"Never","budgets":[{"nodes":"5"}]}}}"#,

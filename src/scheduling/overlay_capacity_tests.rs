@@ -248,3 +248,40 @@ fn gate_off_lists_every_overlay_as_not_applied() {
             .all(|s| !s.applied && s.reason == Some(REASON_GATE_OFF))
     );
 }
+
+/// Where nodewright differs on purpose (docs/pricing.md): a NodePool the
+/// last evaluation did not see gets its types without overlays, where
+/// Karpenter returns none until its controller has run.
+#[test]
+fn a_node_pool_not_yet_evaluated_gets_its_types_without_overlays() {
+    let overlays = evaluate(
+        &[overlay(
+            "cheap",
+            serde_json::json!({"requirements": instance_types_in(&["default-instance-type"]), "price": "0.5"}),
+        )],
+        &[pool(POOL, vec![default_type()])],
+    );
+    let types = Arc::new(vec![default_type()]);
+    let served = overlays.apply("created-since", &types);
+    assert!(Arc::ptr_eq(&served, &types));
+    assert_eq!(served[0].offerings[0].price, 1.020);
+}
+
+/// As Karpenter's code (not its field description): an overlay's quantity
+/// replaces the catalog's for an extended resource the type already has.
+#[test]
+fn an_overlays_capacity_replaces_an_extended_resource_the_type_has() {
+    let mut gpu = default_type();
+    gpu.capacity.set("nvidia.com/gpu", 1);
+    let overlays = evaluate(
+        &[capacity_overlay(
+            "more-gpus",
+            &["default-instance-type"],
+            10,
+            serde_json::json!({"nvidia.com/gpu": "4"}),
+        )],
+        &[pool(POOL, vec![gpu.clone()])],
+    );
+    let out = applied(&overlays, POOL, vec![gpu]);
+    assert_eq!(out[0].capacity.get("nvidia.com/gpu"), 4);
+}

@@ -254,6 +254,7 @@ fn operator(server: &ApiServer, windows: BatchWindows) -> Operator {
             health_addr: local,
             node_repair: false,
             spot_to_spot_consolidation: false,
+            node_overlay: false,
         },
     }
 }

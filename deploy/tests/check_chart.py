@@ -25,6 +25,7 @@ NON_DEFAULT = REQUIRED + [
     "settings.minValuesPolicy=BestEffort",
     "settings.disableDryRun=true",
     "settings.featureGates.nodeRepair=true",
+    "settings.featureGates.nodeOverlay=true",
     "settings.extensions.timeout=250ms",
     "settings.extensions.memoryMiB=128",
     "settings.extensions.cacheEntries=512",
@@ -157,6 +158,8 @@ def defaults():
         "NodeOverlay=false,StaticCapacity=false,CapacityBuffer=false",
         "FEATURE_GATES",
     )
+    if any("nodeoverlays" in rule.get("resources", []) for rule in find(docs, "ClusterRole", "nodewright")["rules"]):
+        raise AssertionError("nodeoverlays RBAC without settings.featureGates.nodeOverlay")
     expect("INTERRUPTION_QUEUE" in variables, False, "no interruption queue by default")
     expect("CLUSTER_ENDPOINT" in variables, False, "the endpoint asked of EKS by default")
     security = container["securityContext"]
@@ -244,8 +247,9 @@ def non_default():
     }
     for key, value in wanted.items():
         expect(variables.get(key), value, key)
-    if "NodeRepair=true" not in variables["FEATURE_GATES"]:
-        raise AssertionError(f"FEATURE_GATES: {variables['FEATURE_GATES']}")
+    for gate in ["NodeRepair=true", "NodeOverlay=true"]:
+        if gate not in variables["FEATURE_GATES"]:
+            raise AssertionError(f"FEATURE_GATES: {variables['FEATURE_GATES']}")
     expect(
         container["args"],
         ["controller", "--plain-http-registry=registry.kube-system:5000", "--plain-http-registry=localhost"],
@@ -270,6 +274,11 @@ def non_default():
     expect(find(docs, "PodDisruptionBudget", "nw")["spec"]["maxUnavailable"], 2, "PDB")
     rules = find(docs, "ClusterRole", "nw")["rules"]
     expect(rules[-1], {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}, "additional rule")
+    # The NodeOverlay gate brings the NodeOverlay controller's rules.
+    for resources, verbs in [(["nodeoverlays"], ["list", "watch"]), (["nodeoverlays/status"], ["patch"])]:
+        wanted_rule = {"apiGroups": ["karpenter.sh"], "resources": resources, "verbs": verbs}
+        if wanted_rule not in rules:
+            raise AssertionError(f"no rule {wanted_rule} with settings.featureGates.nodeOverlay=true")
     for doc in docs:
         expect(doc["metadata"]["labels"].get("team"), "platform", f"{doc['kind']} label")
         expect(doc["metadata"].get("annotations", {}).get("owner"), "platform", f"{doc['kind']} annotation")

@@ -116,6 +116,9 @@ pub fn node_is_ready(node: &k8s_openapi::api::core::v1::Node) -> bool {
 pub const NODE_POOL_VALIDATION_SUCCEEDED: &str = "ValidationSucceeded";
 /// The NodePool's NodeClass is Ready.
 pub const NODE_POOL_NODE_CLASS_READY: &str = "NodeClassReady";
+/// NodeOverlay: valid and in conflict with no other overlay (Karpenter's
+/// `ConditionTypeValidationSucceeded`; `Ready` follows it).
+pub const NODE_OVERLAY_VALIDATION_SUCCEEDED: &str = "ValidationSucceeded";
 /// Recent launches from this NodePool registered (not part of Ready).
 pub const NODE_POOL_NODE_REGISTRATION_HEALTHY: &str = "NodeRegistrationHealthy";
 

@@ -1,4 +1,5 @@
-//! The three CustomResourceDefinitions, generated from the Rust types and
+//! The CustomResourceDefinitions (NodePool, NodeClaim, EC2NodeClass and the
+//! alpha NodeOverlay), generated from the Rust types and
 //! serialized as YAML for `crds/` and `nodewright crds`.
 
 use std::collections::BTreeMap;
@@ -10,6 +11,7 @@ use kube::CustomResourceExt;
 
 use crate::apis::ec2nodeclass::EC2NodeClass;
 use crate::apis::nodeclaim::NodeClaim;
+use crate::apis::nodeoverlay::NodeOverlay;
 use crate::apis::nodepool::NodePool;
 
 /// Why the CRDs could not be rendered.
@@ -35,10 +37,15 @@ pub const HEADER: &str =
 ///
 /// Install these (not `NodePool::crd()` directly) into API servers and emulators.
 pub fn definitions() -> Vec<CustomResourceDefinition> {
-    vec![NodePool::crd(), NodeClaim::crd(), EC2NodeClass::crd()]
-        .into_iter()
-        .map(karpenter_style)
-        .collect()
+    vec![
+        NodePool::crd(),
+        NodeClaim::crd(),
+        EC2NodeClass::crd(),
+        NodeOverlay::crd(),
+    ]
+    .into_iter()
+    .map(karpenter_style)
+    .collect()
 }
 
 fn karpenter_style(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
@@ -120,7 +127,8 @@ pub fn file_name(crd: &CustomResourceDefinition) -> String {
 }
 
 /// The CRDs as `(file name, YAML)` pairs: `karpenter.sh_nodepools.yaml`,
-/// `karpenter.sh_nodeclaims.yaml`, `karpenter.k8s.aws_ec2nodeclasses.yaml`.
+/// `karpenter.sh_nodeclaims.yaml`, `karpenter.k8s.aws_ec2nodeclasses.yaml`,
+/// `karpenter.sh_nodeoverlays.yaml`.
 /// Output is deterministic (object keys are sorted).
 pub fn generate() -> Result<Vec<(String, String)>, CrdError> {
     definitions()

@@ -1,5 +1,6 @@
 //! Karpenter v1 API types — NodePool, NodeClaim, EC2NodeClass (with
-//! nodewright's `spec.extensions`) — their CRDs, labels and conditions.
+//! nodewright's `spec.extensions`), and the alpha NodeOverlay — their CRDs,
+//! labels and conditions.
 //!
 //! The types are field-for-field compatible with the Karpenter v1.14.1 AWS
 //! provider, so manifests written for Karpenter v1.0 or later apply unchanged.
@@ -14,6 +15,7 @@ pub mod extensions;
 pub mod hash;
 pub mod labels;
 pub mod nodeclaim;
+pub mod nodeoverlay;
 pub mod nodepool;
 pub mod requirements;
 pub mod schema;
@@ -27,5 +29,6 @@ pub use extensions::{
     ResolvedModule, ResolvedScorer,
 };
 pub use nodeclaim::{NodeClaim, NodeClaimSpec, NodeClaimStatus, NodeClassReference};
+pub use nodeoverlay::{NodeOverlay, NodeOverlaySpec, NodeOverlayStatus, PriceChange};
 pub use nodepool::{NodePool, NodePoolSpec, NodePoolStatus};
 pub use requirements::{NodeSelectorRequirementWithMinValues, RequirementOperator};

@@ -201,3 +201,47 @@ pub fn node_pool_requirements(_: &mut SchemaGenerator) -> Schema {
 pub fn node_claim_requirements(_: &mut SchemaGenerator) -> Schema {
     requirements(false)
 }
+
+/// Schema of `NodeOverlay.spec.requirements`: Karpenter's, which has no
+/// `minValues`, requires values for `NotIn` too, and allows
+/// `karpenter.sh/nodepool` (an overlay may select a pool).
+pub fn node_overlay_requirements(_: &mut SchemaGenerator) -> Schema {
+    let mut schema = requirements(false);
+    schema.insert(
+        "description".into(),
+        "requirements constrain when this NodeOverlay is applied during scheduling simulations: well-known labels and the NodePool's template labels.".into(),
+    );
+    if let Some(items) = schema
+        .get_mut("items")
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        items.insert(
+            "description".into(),
+            "A node selector requirement is a selector that contains values, a key, and an operator that relates the key and values.".into(),
+        );
+        if let Some(properties) = items
+            .get_mut("properties")
+            .and_then(serde_json::Value::as_object_mut)
+        {
+            properties.remove("minValues");
+        }
+    }
+    schema.insert(
+        "x-kubernetes-validations".into(),
+        serde_json::json!([
+            {
+                "message": "requirements with operator 'NotIn' must have a value defined",
+                "rule": "self.all(x, x.operator == 'NotIn' ? x.values.size() != 0 : true)",
+            },
+            {
+                "message": "requirements with operator 'In' must have a value defined",
+                "rule": "self.all(x, x.operator == 'In' ? x.values.size() != 0 : true)",
+            },
+            {
+                "message": "requirements operator 'Gt', 'Lt', 'Gte' or 'Lte' must have a single positive integer value",
+                "rule": "self.all(x, (x.operator == 'Gt' || x.operator == 'Lt' || x.operator == 'Gte' || x.operator == 'Lte') ? (x.values.size() == 1 && int(x.values[0]) >= 0) : true)",
+            },
+        ]),
+    );
+    schema
+}

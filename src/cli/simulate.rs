@@ -52,14 +52,12 @@ pub struct SimulateArgs {
     /// 2026-11-26T12:00:00Z); now by default.
     #[arg(long, value_name = "RFC3339", requires = "disruption")]
     at: Option<String>,
-    /// With --disruption: the controller's feature gates, `Name=true|false,…`
-    /// (SpotToSpotConsolidation=true lets spot nodes be replaced by spot).
-    #[arg(
-        long,
-        value_name = "GATES",
-        requires = "disruption",
-        default_value = ""
-    )]
+    /// The controller's feature gates, `Name=true|false,…`, parsed as the
+    /// controller parses them: NodeOverlay=true applies the NodeOverlays
+    /// read (without it they are listed as not applied); with
+    /// --disruption, SpotToSpotConsolidation=true lets spot nodes be
+    /// replaced by spot.
+    #[arg(long, value_name = "GATES", default_value = "")]
     feature_gates: String,
 }
 
@@ -71,12 +69,20 @@ enum Output {
 
 /// Runs the simulation and prints the plan.
 pub fn run(args: &SimulateArgs) -> Result<(), CliError> {
+    let gates = super::controller::feature_gates(&args.feature_gates)?;
     let options = SimulateOptions {
         paths: args.paths.clone(),
         region: args.region.clone(),
         ignore_preferences: args.ignore_preferences,
+        node_overlay: gates
+            .iter()
+            .rfind(|(name, _)| *name == "NodeOverlay")
+            .is_some_and(|(_, on)| *on),
     };
     if args.disruption {
+        if options.node_overlay {
+            return Err("--feature-gates NodeOverlay=true: simulate --disruption does not apply NodeOverlays yet; leave the gate off for --disruption, or plan a provisioning round without --disruption".into());
+        }
         return run_disruption(args, &options);
     }
     let plan = if args.aws {
@@ -204,6 +210,7 @@ fn render(plan: &Plan) -> String {
         ]);
     }
     let mut out = table.render();
+    out.push_str(&render_overlays(plan));
     out.push_str(&render_extensions(plan));
     out.push_str(&render_cluster(&plan.cluster));
     for node in &plan.existing_nodes {
@@ -266,6 +273,39 @@ fn render_cluster(cluster: &ClusterSummary) -> String {
         c.bound_pods, c.ignored_pods
     ));
     line
+}
+
+/// One line per NodeOverlay: applied (and what it matched), or why not;
+/// then which claims an overlay priced differently from the catalog.
+fn render_overlays(plan: &Plan) -> String {
+    let mut out = String::new();
+    if plan.node_overlays.is_empty() {
+        return out;
+    }
+    out.push_str("\nnode overlays:\n");
+    for overlay in &plan.node_overlays {
+        match (&overlay.reason, overlay.applied) {
+            (_, true) => out.push_str(&format!(
+                "  {}: applied; {}\n",
+                overlay.name, overlay.message
+            )),
+            (reason, false) => out.push_str(&format!(
+                "  {}: not applied ({}): {}\n",
+                overlay.name,
+                reason.as_deref().unwrap_or("unknown"),
+                overlay.message
+            )),
+        }
+    }
+    for claim in &plan.node_claims {
+        if claim.price_per_hour != claim.list_price_per_hour {
+            out.push_str(&format!(
+                "  {}: ${:.4}/h with overlays, ${:.4}/h list\n",
+                claim.name, claim.price_per_hour, claim.list_price_per_hour
+            ));
+        }
+    }
+    out
 }
 
 /// `1 pod`, `2 pods`.

@@ -11,6 +11,7 @@
 mod converted;
 mod input;
 mod nodes;
+mod overlays;
 pub mod pods;
 mod pools;
 mod state;
@@ -28,6 +29,7 @@ use crate::scheduling::PodKey;
 pub use converted::ConvertedPods;
 pub use input::{ClusterInput, InputError, PoolOutcome, Prepared, cluster_input, scheduler_input};
 pub use nodes::{BoundPod, NodeRecords, StateNode};
+pub use overlays::evaluate_overlays;
 pub use pools::{PoolSpecs, pool_specs};
 pub use state::{ClusterState, StateDriver, Watched};
 

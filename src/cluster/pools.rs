@@ -151,7 +151,7 @@ fn pool_spec(
 }
 
 /// The snapshot's ConfigMaps, where extension modules are looked up.
-struct SharedConfigMaps<'a>(&'a [Arc<ConfigMap>]);
+pub(super) struct SharedConfigMaps<'a>(pub(super) &'a [Arc<ConfigMap>]);
 
 impl ConfigMapSource for SharedConfigMaps<'_> {
     fn config_map(&self, namespace: &str, name: &str) -> Option<&ConfigMap> {

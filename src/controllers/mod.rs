@@ -10,6 +10,7 @@ pub mod interruption;
 pub mod node;
 pub mod nodeclaim;
 pub mod nodeclass;
+pub mod nodeoverlay;
 pub mod nodepool;
 pub mod provisioning;
 pub mod recorder;

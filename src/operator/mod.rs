@@ -43,6 +43,10 @@ pub struct OperatorSettings {
     /// Let consolidation replace spot nodes with cheaper spot nodes
     /// (`--feature-gates SpotToSpotConsolidation=true`).
     pub spot_to_spot_consolidation: bool,
+    /// Run the NodeOverlay controller (`--feature-gates NodeOverlay=true`):
+    /// NodeOverlays change the prices and extended resources every
+    /// decision sees.
+    pub node_overlay: bool,
 }
 
 /// Why the operator stopped other than by a shutdown signal.
@@ -303,6 +307,17 @@ impl Operator {
             tracing::warn!(
                 "no cloud provider: nothing is launched or terminated; status controllers only"
             );
+        }
+        if self.settings.node_overlay {
+            let overlays = Arc::new(controllers::nodeoverlay::NodeOverlayContext {
+                client: self.client.clone(),
+                state: state.clone(),
+                instance_types: self.instance_types.clone(),
+            });
+            set.spawn(async move {
+                controllers::nodeoverlay::run(overlays).await;
+                "nodeoverlay"
+            });
         }
         let pools = Arc::new(NodePoolContext {
             client: self.client.clone(),

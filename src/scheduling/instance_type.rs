@@ -52,8 +52,12 @@ pub struct Offering {
     pub zone: String,
     /// On-demand, spot or reserved.
     pub capacity_type: CapacityType,
-    /// Hourly price in the account's currency.
+    /// Hourly price in the account's currency that every decision
+    /// minimises: the catalog's, or what a NodeOverlay made of it.
     pub price: f64,
+    /// The catalog's hourly price, kept when an overlay changes `price`
+    /// (plans show both; overlays adjust this one, not each other's).
+    pub list_price: f64,
     /// True when the price is a fallback estimate rather than a live quote.
     pub price_is_estimate: bool,
     /// False when the offering is known to be unusable (ICE, not offered, ...).
@@ -71,6 +75,7 @@ impl Offering {
             zone: zone.to_string(),
             capacity_type,
             price,
+            list_price: price,
             price_is_estimate: false,
             available: true,
             reservation_id: None,

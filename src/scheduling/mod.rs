@@ -14,6 +14,7 @@ pub mod instance_type;
 pub mod labels;
 pub mod launch_order;
 pub mod node_pool;
+pub mod overlay;
 pub mod pod;
 pub mod pod_key;
 pub mod requirements;

@@ -15,7 +15,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::workloads::{self, PodSource};
-use crate::apis::{EC2NodeClass, NodeClaim, NodePool};
+use crate::apis::{EC2NodeClass, NodeClaim, NodeOverlay, NodePool};
 
 /// The path that stands for standard input.
 pub const STDIN: &str = "-";
@@ -42,7 +42,7 @@ pub enum ManifestError {
     },
     /// A document's `apiVersion`/`kind` is not one `simulate` reads.
     #[error(
-        "{location}: unsupported kind {api_version}/{kind}; simulate reads NodePool, EC2NodeClass, NodeClaim, Pod, Deployment, ReplicaSet, StatefulSet, Job, DaemonSet, Node, Namespace, ConfigMap and List"
+        "{location}: unsupported kind {api_version}/{kind}; simulate reads NodePool, EC2NodeClass, NodeClaim, NodeOverlay, Pod, Deployment, ReplicaSet, StatefulSet, Job, DaemonSet, Node, Namespace, ConfigMap and List"
     )]
     UnsupportedKind {
         /// `file (document N)`, with `items[i]` inside a List.
@@ -121,6 +121,12 @@ pub struct Manifests {
     pub namespaces: Vec<Namespace>,
     /// PodDisruptionBudgets, as `simulate --disruption` honours them.
     pub pdbs: Vec<PodDisruptionBudget>,
+    /// NodeOverlays that parse (applied with the `NodeOverlay` gate on).
+    pub node_overlays: Vec<NodeOverlay>,
+    /// NodeOverlays that do not parse, by name, with why: reported as not
+    /// applied instead of failing the whole run (one bad overlay never
+    /// stops the others).
+    pub unreadable_overlays: Vec<(String, String)>,
 }
 
 /// One document of a YAML stream, Lists already opened.
@@ -298,6 +304,17 @@ impl Manifests {
         match (group, meta.kind.as_str()) {
             ("karpenter.sh", "NodePool") => self.node_pools.push(typed(location, value)?),
             ("karpenter.sh", "NodeClaim") => self.node_claims.push(typed(location, value)?),
+            ("karpenter.sh", "NodeOverlay") => {
+                let name = value
+                    .pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string();
+                match typed::<NodeOverlay>(location, value) {
+                    Ok(overlay) => self.node_overlays.push(overlay),
+                    Err(e) => self.unreadable_overlays.push((name, e.to_string())),
+                }
+            }
             ("karpenter.k8s.aws", "EC2NodeClass") => {
                 self.node_classes.push(typed(location, value)?)
             }

@@ -24,8 +24,9 @@ use std::time::Instant;
 
 use crate::aws::catalog::{Catalog, CatalogError};
 use crate::aws::instance_types::InstanceTypeProvider;
-use crate::cluster::{InputError, scheduler_input};
+use crate::cluster::{InputError, evaluate_overlays, scheduler_input};
 use crate::extensions::Extensions;
+use crate::scheduling::overlay;
 use crate::scheduling::{InstanceType, Scheduler, SchedulerOptions};
 use nodewright_host::{HostConfig, HostError};
 
@@ -63,6 +64,9 @@ pub struct SimulateOptions {
     pub region: String,
     /// Schedule without preferred affinities and spreads.
     pub ignore_preferences: bool,
+    /// The `NodeOverlay` feature gate: apply the NodeOverlays read
+    /// (otherwise they are listed as not applied).
+    pub node_overlay: bool,
 }
 
 /// Runs one provisioning round on the embedded catalog and returns the plan.
@@ -81,7 +85,12 @@ pub fn simulate_with(
     let manifests = Manifests::load(&options.paths)?;
     let extensions = Arc::new(Extensions::new(HostConfig::default())?);
     let provider = InstanceTypeProvider::new(Arc::new(catalog), extensions, Arc::default());
-    let mut plan = plan(manifests, &provider, options.ignore_preferences)?;
+    let mut plan = plan_gated(
+        manifests,
+        &provider,
+        options.ignore_preferences,
+        options.node_overlay,
+    )?;
     plan.catalog = kind;
     Ok(plan)
 }
@@ -117,12 +126,52 @@ fn cluster_summary(
 }
 
 /// Plans one provisioning round for manifests already read, with instance
-/// types from `instance_types`. The manifests are let go before the solve:
-/// once converted, thousands of pods need not be held twice.
+/// types from `instance_types`, the `NodeOverlay` gate off. The manifests
+/// are let go before the solve: once converted, thousands of pods need not
+/// be held twice.
 pub fn plan(
     manifests: Manifests,
     instance_types: &InstanceTypeProvider,
     ignore_preferences: bool,
+) -> Result<Plan, SimulateError> {
+    plan_gated(manifests, instance_types, ignore_preferences, false)
+}
+
+/// What became of the manifests' NodeOverlays: with the gate on, evaluated
+/// against the pools and set on `instance_types` (so the solve sees them);
+/// with it off, each listed as not applied.
+fn apply_overlays(
+    manifests: &Manifests,
+    snapshot: &crate::cluster::ClusterSnapshot,
+    instance_types: &InstanceTypeProvider,
+    node_overlay: bool,
+) -> Vec<plan::OverlayReport> {
+    let read: Vec<&crate::apis::NodeOverlay> = manifests.node_overlays.iter().collect();
+    let mut statuses = if node_overlay {
+        let overlays = evaluate_overlays(snapshot, &read, instance_types);
+        let statuses = overlays.statuses().to_vec();
+        instance_types.set_overlays(Arc::new(overlays));
+        statuses
+    } else {
+        overlay::gate_off(&read)
+    };
+    statuses.extend(manifests.unreadable_overlays.iter().map(|(name, message)| {
+        overlay::OverlayStatus {
+            name: name.clone(),
+            applied: false,
+            reason: Some(crate::apis::nodeoverlay::REASON_RUNTIME_VALIDATION),
+            message: message.clone(),
+        }
+    }));
+    statuses.iter().map(plan::OverlayReport::from).collect()
+}
+
+/// [`plan`] with the `NodeOverlay` feature gate as given.
+pub fn plan_gated(
+    manifests: Manifests,
+    instance_types: &InstanceTypeProvider,
+    ignore_preferences: bool,
+    node_overlay: bool,
 ) -> Result<Plan, SimulateError> {
     if manifests.node_pools.is_empty() {
         return Err(SimulateError::NoNodePool);
@@ -132,6 +181,7 @@ pub fn plan(
         ..SchedulerOptions::default()
     };
     let snapshot = manifests.snapshot();
+    let node_overlays = apply_overlays(&manifests, &snapshot, instance_types, node_overlay);
     let prepared = scheduler_input(
         &snapshot,
         instance_types,
@@ -160,6 +210,7 @@ pub fn plan(
     let region = instance_types.catalog().region().to_string();
     let mut plan = Plan::new(&region, &result, &pools, &in_flight, solve_millis);
     plan.cluster = cluster;
+    plan.node_overlays = node_overlays;
     plan.extensions = prepared
         .extensions
         .iter()

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::extensions::{Outcome, Reorder, drops_by_reason};
+use crate::scheduling::overlay::OverlayStatus;
 use crate::scheduling::{InstanceType, SchedulingResult};
 
 /// One NodeClaim the round would create.
@@ -26,8 +27,12 @@ pub struct PlannedNodeClaim {
     pub capacity_type: String,
     /// Zone of the expected offering.
     pub zone: String,
-    /// Hourly price of the expected offering.
+    /// Hourly price of the expected offering that the scheduler minimised
+    /// (NodeOverlays applied).
     pub price_per_hour: f64,
+    /// The catalog's hourly price of that offering (equal to
+    /// `price_per_hour` unless an overlay changed it).
+    pub list_price_per_hour: f64,
     /// Whether that price is an estimate (spot without a price source, or a
     /// region without its own price data).
     pub price_is_estimate: bool,
@@ -197,6 +202,34 @@ pub struct Plan {
     pub solve_millis: f64,
     /// What each extension module did, per NodePool.
     pub extensions: Vec<ExtensionRun>,
+    /// Every NodeOverlay read, whether it applied and why not.
+    pub node_overlays: Vec<OverlayReport>,
+}
+
+/// What became of one NodeOverlay in a simulation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OverlayReport {
+    /// The overlay's name.
+    pub name: String,
+    /// Whether its prices and capacity are in the offerings the plan used.
+    pub applied: bool,
+    /// Why not: `RuntimeValidation`, `Conflict` (Karpenter's
+    /// `ValidationSucceeded` reasons) or `FeatureGateDisabled`; `null`
+    /// when applied.
+    pub reason: Option<String>,
+    /// The problem and its fix, or what the overlay matched.
+    pub message: String,
+}
+
+impl From<&OverlayStatus> for OverlayReport {
+    fn from(status: &OverlayStatus) -> Self {
+        OverlayReport {
+            name: status.name.clone(),
+            applied: status.applied,
+            reason: status.reason.map(str::to_string),
+            message: status.message.clone(),
+        }
+    }
 }
 
 fn quantity_cpu(millis: i64) -> String {
@@ -240,13 +273,15 @@ impl Plan {
                     .get(&claim.node_pool)
                     .and_then(|types| types.iter().find(|t| t.name == claim.instance_type));
                 let allocatable = chosen.map(InstanceType::allocatable);
-                let price_is_estimate = chosen
-                    .and_then(|t| {
-                        t.offerings.iter().find(|o| {
-                            o.zone == claim.zone && o.capacity_type == claim.capacity_type
-                        })
+                let offering = chosen.and_then(|t| {
+                    t.offerings.iter().find(|o| {
+                        o.zone == claim.zone
+                            && o.capacity_type == claim.capacity_type
+                            && o.reservation_id == claim.reservation_id
                     })
-                    .is_some_and(|o| o.price_is_estimate);
+                });
+                let price_is_estimate = offering.is_some_and(|o| o.price_is_estimate);
+                let list_price_per_hour = offering.map_or(claim.price, |o| o.list_price);
                 let fill = |used: i64, total: i64| (total > 0).then(|| used as f64 / total as f64);
                 let mut requests = BTreeMap::from([
                     ("cpu".to_string(), quantity_cpu(claim.requests.cpu_millis)),
@@ -267,6 +302,7 @@ impl Plan {
                     capacity_type: claim.capacity_type.label_value().to_string(),
                     zone: claim.zone.clone(),
                     price_per_hour: claim.price,
+                    list_price_per_hour,
                     price_is_estimate,
                     pods: claim.pods.iter().map(ToString::to_string).collect(),
                     requests,
@@ -317,6 +353,7 @@ impl Plan {
             total_price_per_hour,
             solve_millis,
             extensions: Vec::new(),
+            node_overlays: Vec::new(),
         }
     }
 }

@@ -2,6 +2,8 @@
 //! against the CRD schemas (structural + CEL), and bad manifests are refused
 //! with a message naming the field.
 
+#[path = "apis_overlay_rules.rs"]
+mod overlay_rules;
 #[path = "apis_rules.rs"]
 mod rules;
 #[path = "apis_validator.rs"]
@@ -68,7 +70,7 @@ fn repo_root() -> PathBuf {
 fn crds_are_up_to_date() {
     let dir = repo_root().join("crds");
     let generated = crds::generate().unwrap();
-    assert_eq!(generated.len(), 3);
+    assert_eq!(generated.len(), 4);
     if std::env::var_os("NODEWRIGHT_UPDATE_CRDS").is_some() {
         std::fs::create_dir_all(&dir).unwrap();
         for (name, yaml) in &generated {
@@ -94,7 +96,8 @@ fn crds_are_up_to_date() {
         [
             "karpenter.sh_nodepools.yaml",
             "karpenter.sh_nodeclaims.yaml",
-            "karpenter.k8s.aws_ec2nodeclasses.yaml"
+            "karpenter.k8s.aws_ec2nodeclasses.yaml",
+            "karpenter.sh_nodeoverlays.yaml"
         ]
     );
 }

@@ -34,7 +34,7 @@ fn yaml_files(dir: &Path) -> Vec<(String, String)> {
 fn the_charts_crds_are_the_checked_in_crds() {
     let checked_in = yaml_files(&root().join("crds"));
     let chart = yaml_files(&root().join("deploy/helm/nodewright/crds"));
-    assert_eq!(checked_in.len(), 3, "crds/ holds the three CRDs");
+    assert_eq!(checked_in.len(), 4, "crds/ holds the four CRDs");
     let names = |files: &[(String, String)]| files.iter().map(|f| f.0.clone()).collect::<Vec<_>>();
     assert_eq!(
         names(&chart),
@@ -163,6 +163,7 @@ const EXAMPLE_DIRS: &[&str] = &[
     "examples/nodepools",
     "examples/ec2nodeclasses",
     "examples/nodeclaims",
+    "examples/node-overlay",
     "examples/workloads/gpu-amd",
 ];
 
@@ -256,7 +257,7 @@ fn the_rendered_chart_applies(backend: Backend) {
         .lines()
         .filter(|line| line.starts_with("customresourcedefinition.apiextensions.k8s.io/"))
         .count();
-    assert_eq!(applied, 3, "{crds}");
+    assert_eq!(applied, 4, "{crds}");
 
     // Into kube-system, as Karpenter's getting-started installs, and into a
     // namespace of its own (`helm install --create-namespace`).

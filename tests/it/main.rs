@@ -52,6 +52,7 @@ mod sandbox_rbac;
 mod sandbox_rollout;
 mod simulate;
 mod simulate_disruption;
+mod simulate_overlay;
 mod snapshot;
 mod soak;
 mod support;

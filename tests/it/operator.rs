@@ -221,6 +221,7 @@ fn operator_on(
             health_addr: local,
             node_repair: false,
             spot_to_spot_consolidation: false,
+            node_overlay: false,
         },
     }
 }

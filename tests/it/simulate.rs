@@ -14,6 +14,7 @@ fn run(paths: &[&str]) -> Result<Plan, SimulateError> {
         paths: paths.iter().map(|p| root.join(p)).collect(),
         region: "us-east-1".to_string(),
         ignore_preferences: false,
+        node_overlay: false,
     })
 }
 

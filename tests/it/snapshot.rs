@@ -66,6 +66,7 @@ fn a_kubectl_snapshot_places_only_its_pending_pods() {
         paths: vec![root.join(SNAPSHOT)],
         region: "us-east-1".to_string(),
         ignore_preferences: false,
+        node_overlay: false,
     })
     .unwrap();
 

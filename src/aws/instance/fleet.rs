@@ -2,7 +2,8 @@
 //!
 //! One `instant` fleet of one instance. Strategies: on-demand
 //! `lowest-price`, spot `price-capacity-optimized`; when the pool's
-//! instance types are ordered by priority scorers, on-demand `prioritized`
+//! instance types are ordered by priority scorers or a NodeOverlay changed
+//! an offering's price (EC2 would order by its own prices), on-demand `prioritized`
 //! and spot `capacity-optimized-prioritized`, each override carrying its
 //! type's rank in the launch order as its priority (0 first). EC2 tries
 //! on-demand overrides strictly in priority order; for spot, priorities are

@@ -35,7 +35,8 @@ pub struct LaunchPlan {
     pub capacity_type: CapacityType,
     /// For reserved launches: the kind of reservation.
     pub reservation_kind: Option<ReservationKind>,
-    /// Whether the pool's types were ordered by priority scorers.
+    /// Whether the launch order is ours, not EC2's: the pool's types were
+    /// ordered by priority scorers, or a NodeOverlay changed a price.
     pub prioritized: bool,
     /// Templates in launch order of their first override.
     pub templates: Vec<PlannedTemplate>,
@@ -90,7 +91,16 @@ pub fn plan(
     has_min_values: bool,
 ) -> Result<LaunchPlan, CloudProviderError> {
     let node_class = class.metadata.name.clone().unwrap_or_default();
-    let prioritized = options.iter().any(|o| o.score.is_some());
+    // Priority scores order the overrides; so do NodeOverlay prices, which
+    // EC2's own price-based strategies would not see (as Karpenter's AWS
+    // provider, which switches to the prioritized strategies when an
+    // offering's price is overlaid).
+    let prioritized = options.iter().any(|o| {
+        o.score.is_some()
+            || o.offerings
+                .iter()
+                .any(|of| of.price.to_bits() != of.list_price.to_bits())
+    });
     let context = FilterContext {
         has_min_values,
         reservations: reservation_kinds(class),

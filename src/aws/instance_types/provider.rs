@@ -10,6 +10,10 @@
 //! count resolves again);
 //! extension outcomes live in [`Extensions`]' own cache. The catalog itself is
 //! swapped in by whoever refreshes it (the live EC2 catalog on a timer).
+//! NodeOverlays, evaluated by whoever reads them (the NodeOverlay
+//! controller, `simulate`), are set here and applied last, so every reader
+//! of a pool's types — scheduler, consolidation, launch — sees the same
+//! overlaid prices.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,6 +27,7 @@ use crate::cloudprovider::{
     InstanceTypeSource, LaunchableTypes, NodeClassContext, UnavailableOfferings,
 };
 use crate::extensions::{ConfigMapSource, Extensions, Outcome};
+use crate::scheduling::overlay::Overlays;
 use crate::scheduling::{Blocked, BlockedReason, InstanceType};
 
 /// Resolved instance-type sets kept at once (one per distinct class settings).
@@ -35,8 +40,10 @@ pub struct InstanceTypeProvider {
     unavailable: Arc<UnavailableOfferings>,
     reservations: Arc<ReservationAvailability>,
     resolved: Mutex<HashMap<String, Arc<Vec<InstanceType>>>>,
-    /// Catalogs swapped in so far.
+    /// Catalogs and overlay sets swapped in so far.
     catalogs: AtomicU64,
+    /// The NodeOverlays in force (none unless the gate is on and some exist).
+    overlays: RwLock<Arc<Overlays>>,
 }
 
 impl InstanceTypeProvider {
@@ -54,7 +61,26 @@ impl InstanceTypeProvider {
             reservations: Arc::default(),
             resolved: Mutex::new(HashMap::new()),
             catalogs: AtomicU64::new(0),
+            overlays: RwLock::new(Arc::default()),
         }
+    }
+
+    /// The NodeOverlays in force from now on (a NodeOverlay reconcile, or
+    /// `simulate` with the gate on); counts as a new version.
+    pub fn set_overlays(&self, overlays: Arc<Overlays>) {
+        match self.overlays.write() {
+            Ok(mut current) => *current = overlays,
+            Err(e) => *e.into_inner() = overlays,
+        }
+        self.catalogs.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// The NodeOverlays in force.
+    pub fn overlays(&self) -> Arc<Overlays> {
+        self.overlays
+            .read()
+            .map(|o| o.clone())
+            .unwrap_or_else(|e| e.into_inner().clone())
     }
 
     /// Changes whenever what [`InstanceTypeProvider::for_pool`] returns for
@@ -129,10 +155,29 @@ impl InstanceTypeProvider {
 
     /// What `pool` may launch with `class`: the resolved types after the
     /// class's extensions, offerings that recently ran out of capacity
-    /// marked unavailable. An error when the class's settings cannot be
-    /// resolved (a bad quantity in `spec.kubelet`, …). Blocking: it may run
-    /// Wasm modules.
+    /// marked unavailable, NodeOverlays applied. An error when the class's
+    /// settings cannot be resolved (a bad quantity in `spec.kubelet`, …).
+    /// Blocking: it may run Wasm modules.
     pub fn for_pool(
+        &self,
+        class: &EC2NodeClass,
+        pool: &str,
+        config_maps: &dyn ConfigMapSource,
+    ) -> Result<Arc<Outcome>, ResolveError> {
+        let outcome = self.without_overlays(class, pool, config_maps)?;
+        let overlays = self.overlays();
+        let types = overlays.apply(pool, &outcome.instance_types);
+        if Arc::ptr_eq(&types, &outcome.instance_types) {
+            return Ok(outcome);
+        }
+        let mut overlaid = Outcome::clone(&outcome);
+        overlaid.instance_types = types;
+        Ok(Arc::new(overlaid))
+    }
+
+    /// [`Self::for_pool`] before NodeOverlays: what overlays are evaluated
+    /// against.
+    pub fn without_overlays(
         &self,
         class: &EC2NodeClass,
         pool: &str,

@@ -89,8 +89,9 @@ pub struct ControllerArgs {
     /// gates; `ReservedCapacity` is always on, `NodeRepair=true` replaces
     /// nodes whose conditions stay unhealthy (off by default),
     /// `SpotToSpotConsolidation=true` lets consolidation replace spot nodes
-    /// with cheaper spot nodes (off by default), and turning on a gate whose
-    /// feature nodewright does not have (`NodeOverlay`, `StaticCapacity`,
+    /// with cheaper spot nodes (off by default), `NodeOverlay=true` applies
+    /// NodeOverlays (alpha, off by default), and turning on a gate whose
+    /// feature nodewright does not have (`StaticCapacity`,
     /// `CapacityBuffer`) is refused.
     #[arg(long, env = "FEATURE_GATES", default_value = "")]
     pub feature_gates: String,
@@ -216,7 +217,7 @@ const FEATURE_GATES: &[(&str, bool)] = &[
     ("ReservedCapacity", true),
     ("NodeRepair", true),
     ("SpotToSpotConsolidation", true),
-    ("NodeOverlay", false),
+    ("NodeOverlay", true),
     ("StaticCapacity", false),
     ("CapacityBuffer", false),
 ];
@@ -377,6 +378,7 @@ impl ControllerArgs {
             health_addr: any(self.health_probe_port),
             node_repair: self.feature_gate("NodeRepair"),
             spot_to_spot_consolidation: self.feature_gate("SpotToSpotConsolidation"),
+            node_overlay: self.feature_gate("NodeOverlay"),
         }
     }
 }

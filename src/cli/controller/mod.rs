@@ -351,6 +351,7 @@ mod tests {
             "NodeRepair=true",
             "NodeRepair=true,ReservedCapacity=true",
             "SpotToSpotConsolidation=true",
+            "NodeOverlay=true",
         ] {
             assert!(
                 args(&["--feature-gates", gates])
@@ -361,7 +362,7 @@ mod tests {
         }
         for (gates, needle) in [
             ("StaticCapacity=true", "does not have"),
-            ("NodeRepair=true,NodeOverlay=true", "does not have"),
+            ("NodeRepair=true,CapacityBuffer=true", "does not have"),
             ("Bogus=true", "unknown gate"),
             ("ReservedCapacity=false", "always uses"),
             ("NodeRepair", "Name=true"),
@@ -382,6 +383,14 @@ mod tests {
         assert!(on.operator_settings().node_repair);
         let off_again = args(&["--feature-gates", "NodeRepair=true,NodeRepair=false"]);
         assert!(!off_again.operator_settings().node_repair);
+    }
+
+    #[test]
+    fn the_node_overlay_gate_reaches_the_operator_off_by_default() {
+        assert!(!args(&[]).operator_settings().node_overlay);
+        let on = args(&["--feature-gates", "NodeOverlay=true"]);
+        assert!(on.check_feature_gates().is_ok());
+        assert!(on.operator_settings().node_overlay);
     }
 
     #[test]

@@ -533,6 +533,7 @@ impl Sandbox {
                     health_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
                     node_repair: false,
                     spot_to_spot_consolidation: false,
+                    node_overlay: false,
                 },
             })
         };

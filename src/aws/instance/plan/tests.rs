@@ -141,6 +141,31 @@ fn unscored_pools_use_no_priorities() {
 }
 
 #[test]
+fn an_overlaid_price_makes_the_launch_prioritized_in_the_overlaid_order() {
+    // A NodeOverlay made m5.large (listed at 0.096) cheaper than m6i.large:
+    // EC2's lowest-price would go by list prices, so our order is sent.
+    let mut cheap = od("us-east-1a", 0.096);
+    cheap.price = 0.01;
+    let options = vec![
+        option("m5.large", "amd64", 29, vec![cheap], None),
+        option("m6i.large", "amd64", 29, vec![od("us-east-1a", 0.05)], None),
+    ];
+    let launch = plan(&class(""), options, false).unwrap();
+    assert!(launch.prioritized);
+    let got: Vec<(String, Option<f64>)> = overrides(&launch)
+        .into_iter()
+        .map(|(name, _, _, priority)| (name, priority))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("m5.large".into(), Some(0.0)),
+            ("m6i.large".into(), Some(1.0))
+        ]
+    );
+}
+
+#[test]
 fn spot_is_chosen_when_offered_and_only_spot_offerings_are_used() {
     let options = vec![
         option(

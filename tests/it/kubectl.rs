@@ -3,7 +3,6 @@
 //! through a kubeconfig, as a user drives a sandbox.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use apiserver_double::ApiServer;

@@ -12,10 +12,14 @@
 
 #[path = "apis_cel/ec2nodeclass.rs"]
 mod ec2nodeclass;
+#[path = "apis_cel/ec2nodeclass_kubelet.rs"]
+mod ec2nodeclass_kubelet;
 #[path = "apis_cel/nodeclaim.rs"]
 mod nodeclaim;
 #[path = "apis_cel/nodepool.rs"]
 mod nodepool;
+#[path = "apis_cel/nodepool_aws.rs"]
+mod nodepool_aws;
 
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
@@ -67,7 +71,7 @@ impl Case {
     }
 
     /// The case is an update from `old` (created first).
-    pub fn from_old(mut self, old: Value) -> Case {
+    pub fn updating(mut self, old: Value) -> Case {
         self.old = Some(old);
         self
     }

@@ -27,7 +27,7 @@ fn base() -> Value {
     })
 }
 
-fn with(pointer: &str, value: Value) -> Value {
+pub fn with(pointer: &str, value: Value) -> Value {
     set(base(), pointer, value)
 }
 
@@ -414,131 +414,6 @@ fn term_cases() -> Vec<Case> {
     cases
 }
 
-/// The Kubelet context of v1.14.1 (typed `spec.kubelet`).
-fn kubelet_cases() -> Vec<Case> {
-    let kubelet = |k: Value| with("/spec/kubelet", k);
-    let signals = json!({
-        "memory.available": "5%", "nodefs.available": "10%", "nodefs.inodesFree": "15%",
-        "imagefs.available": "5%", "imagefs.inodesFree": "5%", "pid.available": "5%",
-    });
-    let periods = json!({
-        "memory.available": "1m0s", "nodefs.available": "1m30s", "nodefs.inodesFree": "5m0s",
-        "imagefs.available": "1h0m0s", "imagefs.inodesFree": "24h0m0s", "pid.available": "1m0s",
-    });
-    let mut cases = vec![
-        Case::refuse(
-            "should fail on kubeReserved with invalid keys",
-            kubelet(json!({"kubeReserved": {"pods": "2"}})),
-        ),
-        Case::refuse(
-            "should fail on systemReserved with invalid keys",
-            kubelet(json!({"systemReserved": {"pods": "2"}})),
-        ),
-        Case::accept(
-            "should succeed on evictionHard with valid keys",
-            kubelet(json!({"evictionHard": signals})),
-        ),
-    ];
-    for (name, value) in [
-        (
-            "should fail on evictionHard with invalid keys",
-            json!({"memory": "5%"}),
-        ),
-        (
-            "should fail on invalid formatted percentage value in evictionHard",
-            json!({"memory.available": "5%3"}),
-        ),
-        (
-            "should fail on invalid percentage value (too large) in evictionHard",
-            json!({"memory.available": "110%"}),
-        ),
-        (
-            "should fail on invalid quantity value in evictionHard",
-            json!({"memory.available": "110GB"}),
-        ),
-    ] {
-        cases.push(Case::refuse(name, kubelet(json!({"evictionHard": value}))));
-    }
-    for name in [
-        "should succeed on evictionSoft with valid keys",
-        "should succeed on evictionSoftGracePeriod with valid keys",
-    ] {
-        cases.push(Case::accept(
-            name,
-            kubelet(json!({"evictionSoft": signals, "evictionSoftGracePeriod": periods})),
-        ));
-    }
-    for (name, key, value) in [
-        (
-            "should fail on evictionSoft with invalid keys",
-            "memory",
-            "5%",
-        ),
-        (
-            "should fail on invalid formatted percentage value in evictionSoft",
-            "memory.available",
-            "5%3",
-        ),
-        (
-            "should fail on invalid percentage value (too large) in evictionSoft",
-            "memory.available",
-            "110%",
-        ),
-        (
-            "should fail on invalid quantity value in evictionSoft",
-            "memory.available",
-            "110GB",
-        ),
-    ] {
-        cases.push(Case::refuse(
-            name,
-            kubelet(
-                json!({"evictionSoft": {key: value}, "evictionSoftGracePeriod": {key: "1m0s"}}),
-            ),
-        ));
-    }
-    cases.extend([
-        Case::refuse(
-            "should fail when eviction soft doesn't have matching grace period",
-            kubelet(json!({"evictionSoft": {"memory.available": "200Mi"}})),
-        ),
-        Case::accept(
-            "should succeed on a valid imageGCHighThresholdPercent",
-            kubelet(json!({"imageGCHighThresholdPercent": 10})),
-        ),
-        Case::refuse(
-            "should fail when imageGCHighThresholdPercent is less than imageGCLowThresholdPercent",
-            kubelet(json!({"imageGCHighThresholdPercent": 50, "imageGCLowThresholdPercent": 60})),
-        ),
-        Case::refuse(
-            "should fail when imageGCLowThresholdPercent is greather than imageGCHighThresheldPercent",
-            kubelet(json!({"imageGCHighThresholdPercent": 50, "imageGCLowThresholdPercent": 60})),
-        ),
-        Case::refuse(
-            "should fail on evictionSoftGracePeriod with invalid keys",
-            kubelet(json!({"evictionSoftGracePeriod": {"memory": "1m0s"}})),
-        ),
-        Case::refuse(
-            "should fail when eviction soft grace period doesn't have matching threshold",
-            kubelet(json!({"evictionSoftGracePeriod": {"memory.available": "1m0s"}})),
-        ),
-        // The default branch's "should succeed for valid inputs" holds for the typed schema too.
-        Case::accept(
-            "should succeed for valid inputs",
-            kubelet(json!({
-                "maxPods": 110, "podsPerCore": 10,
-                "kubeReserved": {"cpu": "200m", "memory": "100Mi"},
-                "systemReserved": {"cpu": "200m", "memory": "100Mi"},
-                "evictionHard": {"memory.available": "5%"},
-            })),
-        ),
-    ]);
-    for case in &mut cases {
-        case.name = format!("Kubelet: {}", case.name);
-    }
-    cases
-}
-
 fn options_cases() -> Vec<Case> {
     let mut cases = vec![Case::accept(
         "MetadataOptions: should succeed for valid inputs",
@@ -821,17 +696,17 @@ fn options_cases() -> Vec<Case> {
             "Role Immutability: should succeed when updating the role",
             role("test-role2"),
         )
-        .from_old(role("test-role")),
+        .updating(role("test-role")),
         Case::accept(
             "Role Immutability: should succeed to switch between an unmanaged and managed instance profile",
             role("test-role"),
         )
-        .from_old(profile()),
+        .updating(profile()),
         Case::accept(
             "Role Immutability: should succeed to switch between a managed and unmanaged instance profile",
             profile(),
         )
-        .from_old(role("test-role")),
+        .updating(role("test-role")),
     ]);
     for (name, value, accept) in [
         (
@@ -866,7 +741,7 @@ fn options_cases() -> Vec<Case> {
 pub fn cases() -> Vec<Case> {
     let mut cases = top_level();
     cases.extend(term_cases());
-    cases.extend(kubelet_cases());
+    cases.extend(super::ec2nodeclass_kubelet::cases());
     cases.extend(options_cases());
     for case in &mut cases {
         case.name = format!("EC2NodeClass: {}", case.name);

@@ -9,7 +9,7 @@ use super::{Case, set};
 
 /// Karpenter's test NodePool as its typed client sends it: the unset
 /// `NillableDuration`s go out as `Never`.
-fn base() -> Value {
+pub fn base() -> Value {
     json!({
         "apiVersion": "karpenter.sh/v1",
         "kind": "NodePool",
@@ -28,15 +28,6 @@ fn base() -> Value {
     })
 }
 
-/// The AWS provider's test NodePool (its class reference is an EC2NodeClass).
-fn aws_base() -> Value {
-    set(
-        base(),
-        "/spec/template/spec/nodeClassRef",
-        json!({"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}),
-    )
-}
-
 fn with(pointer: &str, value: Value) -> Value {
     set(base(), pointer, value)
 }
@@ -46,8 +37,8 @@ const CONSOLIDATE: &str = "/spec/disruption/consolidateAfter";
 const POLICY: &str = "/spec/disruption/consolidationPolicy";
 const BUDGETS: &str = "/spec/disruption/budgets";
 const TAINTS: &str = "/spec/template/spec/taints";
-const REQUIREMENTS: &str = "/spec/template/spec/requirements";
-const LABELS: &str = "/spec/template/metadata/labels";
+pub const REQUIREMENTS: &str = "/spec/template/spec/requirements";
+pub const LABELS: &str = "/spec/template/metadata/labels";
 const GRACE: &str = "/spec/template/spec/terminationGracePeriod";
 const REF: &str = "/spec/template/spec/nodeClassRef";
 
@@ -78,40 +69,6 @@ pub const CORE_WELL_KNOWN: [&str; 8] = [
     "kubernetes.io/os",
     "karpenter.sh/capacity-type",
     "node.kubernetes.io/windows-build",
-];
-
-/// `karpv1.WellKnownLabels.Insert(...)` of the AWS provider's `labels.go`.
-pub const AWS_WELL_KNOWN: [&str; 30] = [
-    "karpenter.k8s.aws/capacity-reservation-id",
-    "karpenter.k8s.aws/capacity-reservation-type",
-    "karpenter.k8s.aws/capacity-reservation-interruptible",
-    "karpenter.k8s.aws/instance-hypervisor",
-    "karpenter.k8s.aws/instance-encryption-in-transit-supported",
-    "karpenter.k8s.aws/nitro-sandbox",
-    "karpenter.k8s.aws/instance-category",
-    "karpenter.k8s.aws/instance-capability-flex",
-    "karpenter.k8s.aws/instance-family",
-    "karpenter.k8s.aws/instance-generation",
-    "karpenter.k8s.aws/instance-size",
-    "karpenter.k8s.aws/instance-local-nvme",
-    "karpenter.k8s.aws/instance-cpu",
-    "karpenter.k8s.aws/instance-cpu-manufacturer",
-    "karpenter.k8s.aws/instance-cpu-sustained-clock-speed-mhz",
-    "karpenter.k8s.aws/instance-memory",
-    "karpenter.k8s.aws/instance-ebs-bandwidth",
-    "karpenter.k8s.aws/instance-network-bandwidth",
-    "karpenter.k8s.aws/instance-gpu-name",
-    "karpenter.k8s.aws/instance-gpu-manufacturer",
-    "karpenter.k8s.aws/instance-gpu-count",
-    "karpenter.k8s.aws/instance-gpu-memory",
-    "karpenter.k8s.aws/instance-accelerator-name",
-    "karpenter.k8s.aws/instance-accelerator-manufacturer",
-    "karpenter.k8s.aws/instance-accelerator-count",
-    "topology.k8s.aws/zone-id",
-    "karpenter.k8s.aws/instance-tenancy",
-    "node.kubernetes.io/windows-build",
-    "karpenter.k8s.aws/placement-group-id",
-    "karpenter.k8s.aws/placement-group-partition",
 ];
 
 /// `RestrictedLabelDomains` with the AWS provider's addition.
@@ -650,14 +607,14 @@ fn grace_and_ref_cases() -> Vec<Case> {
             "should fail to mutate group",
             with(&format!("{REF}/group"), json!("karpenter.test.mutated.sh")),
         )
-        .from_old(base()),
+        .updating(base()),
     );
     cases.push(
         Case::refuse(
             "should fail to mutate kind",
             with(&format!("{REF}/group"), json!("TestNodeClass2")),
         )
-        .from_old(base()),
+        .updating(base()),
     );
     for field in ["group", "kind", "name"] {
         cases.push(Case::refuse(
@@ -768,21 +725,21 @@ fn replicas_cases() -> Vec<Case> {
             "should succeed when increasing replicas in a NodePool",
             static_pool(5),
         )
-        .from_old(static_pool(3)),
+        .updating(static_pool(3)),
     );
     cases.push(
         Case::refuse(
             "should fail when changing the NodePool from static to dynamic",
             base(),
         )
-        .from_old(static_pool(3)),
+        .updating(static_pool(3)),
     );
     cases.push(
         Case::refuse(
             "should fail when changing the NodePool from dynamic to static",
             static_pool(3),
         )
-        .from_old(base()),
+        .updating(base()),
     );
     let limited = |n: &str| set(static_pool(3), "/spec/limits", json!({"nodes": n}));
     cases.push(
@@ -790,86 +747,8 @@ fn replicas_cases() -> Vec<Case> {
             "should succeed when changing the static NodePool nodes limit",
             limited("100"),
         )
-        .from_old(limited("10")),
+        .updating(limited("10")),
     );
-    cases
-}
-
-/// The AWS provider's NodePool cases.
-fn aws_cases() -> Vec<Case> {
-    let aws = |pointer: &str, value: Value| set(aws_base(), pointer, value);
-    let mut cases = Vec::new();
-    for label in CORE_WELL_KNOWN
-        .into_iter()
-        .chain(AWS_WELL_KNOWN)
-        .filter(|l| {
-            !matches!(
-                *l,
-                "karpenter.sh/nodepool"
-                    | "karpenter.sh/capacity-type"
-                    | "karpenter.k8s.aws/instance-tenancy"
-            )
-        })
-    {
-        cases.push(Case::accept(
-            format!("(aws) Requirements should allow well known label exceptions / {label}"),
-            aws(
-                REQUIREMENTS,
-                json!([{"key": label, "operator": "In", "values": ["test"]}]),
-            ),
-        ));
-    }
-    for (it, key, values) in [
-        (
-            "should fail validation with only invalid capacity types",
-            "karpenter.sh/capacity-type",
-            json!(["xspot"]),
-        ),
-        (
-            "should pass validation with valid capacity types",
-            "karpenter.sh/capacity-type",
-            json!(["on-demand"]),
-        ),
-        (
-            "should fail open if invalid and valid capacity types are present",
-            "karpenter.sh/capacity-type",
-            json!(["on-demand", "xspot"]),
-        ),
-        (
-            "should fail validation with only invalid tenancy types",
-            "karpenter.k8s.aws/instance-tenancy",
-            json!(["xdedicated"]),
-        ),
-        (
-            "should pass validation with valid tenancy types",
-            "karpenter.k8s.aws/instance-tenancy",
-            json!(["default"]),
-        ),
-        (
-            "should fail open if invalid and valid tenancy types are present",
-            "karpenter.k8s.aws/instance-tenancy",
-            json!(["default", "xdedicated"]),
-        ),
-    ] {
-        // Admission accepts all of them; the verdicts differ at RuntimeValidate.
-        cases.push(Case::accept(
-            format!("(aws) {it}"),
-            aws(
-                REQUIREMENTS,
-                json!([{"key": key, "operator": "In", "values": values}]),
-            ),
-        ));
-    }
-    for label in CORE_WELL_KNOWN
-        .into_iter()
-        .chain(AWS_WELL_KNOWN)
-        .filter(|l| *l != "karpenter.sh/nodepool")
-    {
-        cases.push(Case::accept(
-            format!("(aws) Labels should allow well known label exceptions / {label}"),
-            aws(LABELS, json!({label: "test"})),
-        ));
-    }
     cases
 }
 
@@ -881,7 +760,7 @@ pub fn cases() -> Vec<Case> {
     cases.extend(label_cases());
     cases.extend(grace_and_ref_cases());
     cases.extend(replicas_cases());
-    cases.extend(aws_cases());
+    cases.extend(super::nodepool_aws::cases());
     // Defaulting (Karpenter's CRD defaults, no `It` of their own).
     cases.push(
         Case::accept(

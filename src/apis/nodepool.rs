@@ -215,6 +215,9 @@ pub enum ConsolidationPolicy {
 #[serde(rename_all = "camelCase")]
 pub struct Disruption {
     /// How long after a pod is added or removed a node becomes consolidatable (`Never` disables).
+    /// Default `0s` (Karpenter defaults it rather than requiring it).
+    #[serde(default = "zero_seconds")]
+    #[schemars(extend("default" = "0s"))]
     pub consolidate_after: NillableDuration,
     /// Which nodes consolidation considers. Default `WhenEmptyOrUnderutilized`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -232,6 +235,11 @@ pub struct Disruption {
         ],
     ))]
     pub budgets: Option<Vec<Budget>>,
+}
+
+/// `consolidateAfter`'s default.
+fn zero_seconds() -> NillableDuration {
+    NillableDuration::from("0s")
 }
 
 /// Why a node is disrupted (budget `reasons`).

@@ -1,6 +1,7 @@
 //! Integration tests, one crate so they link once. Each area adds a module here.
 mod amis;
 mod apis;
+mod apis_cel;
 mod apiserver;
 mod aws_catalog;
 mod aws_errors;

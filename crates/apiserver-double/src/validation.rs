@@ -69,7 +69,9 @@ impl CrdSchema {
 }
 
 /// Schema defaults, filled in where fields are missing, in place: a
-/// defaulted value gets the defaults of its own fields too.
+/// defaulted value gets the defaults of its own fields too. As in
+/// kube-apiserver, a `null` for a field that is not `nullable` is dropped
+/// first (or defaulted, when the field has a default).
 fn defaulted(schema: &Value, mut object: Value) -> Value {
     default_in_place(schema, &mut object, 0);
     object
@@ -98,10 +100,21 @@ fn default_in_place(schema: &Value, value: &mut Value, depth: usize) {
                 .get("additionalProperties")
                 .filter(|a| a.is_object() && !preserve_unknown);
             if let Some(properties) = properties {
+                // A null where null is not allowed counts as absent: it is
+                // dropped, or replaced by the default when there is one.
+                object.retain(|key, v| {
+                    !(v.is_null()
+                        && properties
+                            .get(key)
+                            .is_some_and(|p| p.get("default").is_none() && !flag(p, "nullable")))
+                });
                 for (key, property) in properties {
-                    if !object.contains_key(key)
-                        && let Some(default) = property.get("default")
-                    {
+                    let absent = match object.get(key) {
+                        None => true,
+                        Some(Value::Null) => !flag(property, "nullable"),
+                        Some(_) => false,
+                    };
+                    if absent && let Some(default) = property.get("default") {
                         object.insert(key.clone(), default.clone());
                     }
                 }

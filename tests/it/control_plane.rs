@@ -37,10 +37,20 @@ fn script() -> PathBuf {
 
 /// The process's shared control plane, started on first use and stopped
 /// when the process ends. Tests on it keep to namespaces and objects of
-/// their own.
+/// their own. A static is never dropped, so its guardian also removes its
+/// directory once it has stopped it.
 pub fn shared() -> &'static ControlPlane {
     static SHARED: OnceLock<ControlPlane> = OnceLock::new();
-    SHARED.get_or_init(|| ControlPlane::start("shared"))
+    SHARED.get_or_init(|| ControlPlane::start_with("shared", AtExit::Remove))
+}
+
+/// What the guardian does with the directory when the test process ends.
+#[derive(Clone, Copy)]
+enum AtExit {
+    /// Leave it: `Drop` removes it, or keeps its logs after a panic.
+    Keep,
+    /// Remove it after stopping the control plane (nothing drops it).
+    Remove,
 }
 
 impl ControlPlane {
@@ -48,6 +58,10 @@ impl ControlPlane {
     /// test fails) with the script's output when it cannot be built or
     /// started.
     pub fn start(name: &str) -> ControlPlane {
+        ControlPlane::start_with(name, AtExit::Keep)
+    }
+
+    fn start_with(name: &str, at_exit: AtExit) -> ControlPlane {
         let dir = std::env::temp_dir().join(format!(
             "nodewright-cp-{name}-{}-{}",
             std::process::id(),
@@ -57,9 +71,17 @@ impl ControlPlane {
         // The guardian first: if this process dies while the control plane
         // starts, the pipe closes and whatever started is stopped.
         let mut guardian = Command::new("setsid")
-            .args(["sh", "-c", r#"cat >/dev/null; exec "$0" stop "$1""#])
+            .args([
+                "sh",
+                "-c",
+                r#"cat >/dev/null; "$0" stop "$1"; if [ "$2" = remove ]; then rm -rf "$1"; fi"#,
+            ])
             .arg(script())
             .arg(&dir)
+            .arg(match at_exit {
+                AtExit::Keep => "keep",
+                AtExit::Remove => "remove",
+            })
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::null())

@@ -3,6 +3,7 @@
 //! election — only the replica holding the Lease runs controllers, and it
 //! stops them the moment it loses it.
 
+pub mod client;
 pub mod leader_election;
 pub mod server;
 

@@ -20,6 +20,7 @@ mod disruption_fixture;
 mod disruption_karpenter;
 mod disruption_marking;
 mod disruption_orchestration;
+mod drain_budgets;
 mod extensions;
 mod filter_cli;
 mod fixture;

@@ -295,9 +295,59 @@ pub fn evict(
                 check_and_decrement(state, &pdb, name, delete.dry_run)?;
             }
         }
+    } else if delete.resource_version.is_none()
+        && meta::text(&pod, "/status/phase") == "Pending"
+        && !meta::is_being_deleted(&pod)
+    {
+        // As kube-apiserver: a Pending pod goes only as it was read.
+        delete.resource_version = Some(meta::text(&pod, "/metadata/resourceVersion").to_string());
     }
-    state.delete(&pods_def, namespace, name, &delete)?;
-    Ok(success_status())
+    add_condition_and_delete(state, &pods_def, namespace, name, delete)?;
+    let mut status = success_status();
+    status["code"] = json!(201);
+    Ok(status)
+}
+
+/// Marks the pod `DisruptionTarget` (reason `EvictionByEvictionAPI`) and
+/// deletes it, as kube-apiserver does: the condition tells the pod's
+/// controller (a Job's `podFailurePolicy`, say) why it went. A failed
+/// precondition leaves the pod untouched and answers 409.
+fn add_condition_and_delete(
+    state: &mut State,
+    pods_def: &super::resources::ResourceDef,
+    namespace: &str,
+    name: &str,
+    mut delete: DeleteOptions,
+) -> Result<(), ApiError> {
+    if !delete.dry_run
+        && let Some(current) = state.store.get(&pods(), namespace, name).cloned()
+        && delete
+            .uid
+            .as_deref()
+            .is_none_or(|uid| uid == meta::uid(&current))
+        && delete
+            .resource_version
+            .as_deref()
+            .is_none_or(|version| version == meta::text(&current, "/metadata/resourceVersion"))
+    {
+        let mut marked = (*current).clone();
+        meta::set_condition(
+            &mut marked,
+            json!({
+                "type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI",
+                "message": "Eviction API: evicting", "lastProbeTime": null,
+                "lastTransitionTime": meta::now(),
+            }),
+        );
+        let options = super::write::WriteOptions::controller("eviction");
+        let updated = state.update(pods_def, namespace, name, marked, "status", &options)?;
+        if delete.resource_version.is_some() {
+            delete.resource_version =
+                Some(meta::text(&updated, "/metadata/resourceVersion").to_string());
+        }
+    }
+    state.delete(pods_def, namespace, name, &delete)?;
+    Ok(())
 }
 
 fn check_and_decrement(
@@ -344,11 +394,7 @@ fn check_and_decrement(
         return Err(ApiError::too_many_requests(
             "Cannot evict pod as it would violate the pod's disruption budget.",
             0,
-            vec![cause(format!(
-                "The disruption budget {pdb_name} needs {} healthy pods and has {} currently",
-                meta::int(pdb, "/status/desiredHealthy", 0),
-                meta::int(pdb, "/status/currentHealthy", 0)
-            ))],
+            vec![cause(refusal(pdb, &pdb_name))],
         ));
     }
     if dry_run {
@@ -376,6 +422,37 @@ fn check_and_decrement(
         &options,
     )?;
     Ok(())
+}
+
+/// Why a budget allowing no disruption refuses, in kube-apiserver's words:
+/// a failed sync first (its counts are not to be trusted), then the counts.
+fn refusal(pdb: &Value, pdb_name: &str) -> String {
+    let desired = meta::int(pdb, "/status/desiredHealthy", 0);
+    let current = meta::int(pdb, "/status/currentHealthy", 0);
+    let condition = pdb
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .and_then(|c| {
+            c.iter()
+                .find(|c| meta::text(c, "/type") == "DisruptionAllowed")
+        });
+    let failed =
+        |c: &&Value| meta::text(c, "/status") == "False" && !meta::text(c, "/message").is_empty();
+    match condition.filter(failed) {
+        Some(c) if meta::text(c, "/reason") == "SyncFailed" => format!(
+            "The disruption budget {pdb_name} does not allow evicting pods currently because it failed sync: {}",
+            meta::text(c, "/message")
+        ),
+        _ if current <= desired => format!(
+            "The disruption budget {pdb_name} needs {desired} healthy pods and has {current} currently"
+        ),
+        Some(c) => format!(
+            "The disruption budget {pdb_name} does not allow evicting pods currently ({}): {}",
+            meta::text(c, "/reason"),
+            meta::text(c, "/message")
+        ),
+        None => format!("The disruption budget {pdb_name} does not allow evicting pods currently"),
+    }
 }
 
 #[cfg(test)]

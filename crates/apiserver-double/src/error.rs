@@ -158,9 +158,15 @@ impl ApiError {
     }
 
     /// `429` with a retry hint and causes, as eviction refusals are.
+    /// `429`; as kube-apiserver, a `retryAfterSeconds` of 0 is left out
+    /// (and so is the `Retry-After` header).
     pub fn too_many_requests(message: &str, retry_after: u32, causes: Vec<Value>) -> Self {
+        let mut details = json!({"causes": causes});
+        if retry_after > 0 {
+            details["retryAfterSeconds"] = json!(retry_after);
+        }
         ApiError::new(StatusCode::TOO_MANY_REQUESTS, "TooManyRequests", message)
-            .with_details(json!({"retryAfterSeconds": retry_after, "causes": causes}))
+            .with_details(details)
     }
 
     pub fn forbidden(def: &ResourceDef, name: &str, why: &str) -> Self {

@@ -271,8 +271,12 @@ pub fn apply_patch(
             strategic::apply(&mut patched, document).map_err(ApiError::bad_request)?;
         }
         "application/json-patch+json" => {
-            patch::json_patch(&mut patched, document)
-                .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", e))?;
+            patch::json_patch(&mut patched, document).map_err(|e| match e {
+                patch::JsonPatchError::Decode(message) => ApiError::bad_request(message),
+                patch::JsonPatchError::Apply(message) => {
+                    ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", message)
+                }
+            })?;
         }
         other => {
             return Err(ApiError::new(

@@ -36,7 +36,7 @@ pub fn run(args: &ControllerArgs) -> Result<(), CliError> {
         let config = kube::Config::infer()
             .await
             .map_err(|e| format!("no Kubernetes configuration (kubeconfig or service account): {e}"))?;
-        let client = kube::Client::try_from(config.clone())
+        let client = crate::operator::client::client(config.clone())
             .map_err(|e| format!("cannot reach the Kubernetes API server: {e}"))?;
         let kubernetes_version = match &args.kubernetes_version {
             Some(version) => version.clone(),

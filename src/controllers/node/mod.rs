@@ -11,7 +11,7 @@ mod unhealthy;
 use k8s_openapi::api::core::v1::Node;
 use kube::runtime::events::{Event, EventType};
 
-pub use drain::next_tier;
+pub use drain::{Removal, next_tier, remove};
 pub use termination::{reconcile, run};
 
 use crate::controllers::nodeclaim::NodeClaimContext;

@@ -80,8 +80,8 @@ impl Cluster {
         let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
             .await
             .map_err(|e| kubeconfig_error(e.to_string()))?;
-        let client =
-            Client::try_from(config.clone()).map_err(|e| kubeconfig_error(e.to_string()))?;
+        let client = crate::operator::client::client(config.clone())
+            .map_err(|e| kubeconfig_error(e.to_string()))?;
         let cluster = Cluster {
             path: path.to_path_buf(),
             config,
@@ -218,7 +218,7 @@ impl Cluster {
             token: Some(token.into()),
             ..AuthInfo::default()
         };
-        Client::try_from(config).map_err(|e| ClusterError::Kubeconfig {
+        crate::operator::client::client(config).map_err(|e| ClusterError::Kubeconfig {
             path: self.path.clone(),
             message: e.to_string(),
         })

@@ -4,6 +4,7 @@
 
 mod basics;
 mod eviction;
+mod json_patch;
 mod runtime;
 mod watch;
 mod workloads;

@@ -59,10 +59,6 @@ struct Sandbox {
 }
 
 impl Sandbox {
-    fn start(label: &str) -> Sandbox {
-        Sandbox::start_on(label, Backend::Double)
-    }
-
     fn start_on(label: &str, backend: Backend) -> Sandbox {
         let dir = std::env::temp_dir().join(format!(
             "nodewright-deploy-{label}-{backend:?}-{}",
@@ -169,6 +165,15 @@ const EXAMPLE_DIRS: &[&str] = &[
 
 #[test]
 fn every_example_directory_applies_to_an_empty_sandbox() {
+    every_example_directory_applies(Backend::Double);
+}
+
+#[test]
+fn every_example_directory_applies_to_an_empty_sandbox_on_kube_apiserver() {
+    every_example_directory_applies(Backend::KubeApiserver);
+}
+
+fn every_example_directory_applies(backend: Backend) {
     let listed: Vec<String> = std::fs::read_dir(root().join("examples"))
         .unwrap()
         .map(|e| e.unwrap())
@@ -185,7 +190,7 @@ fn every_example_directory_applies_to_an_empty_sandbox() {
         );
     }
     for dir in EXAMPLE_DIRS {
-        let sandbox = Sandbox::start("examples");
+        let sandbox = Sandbox::start_on("examples", backend);
         let applied = sandbox.ok(&["apply", "-f", dir], None);
         // Every object is accepted: created, or configured where a second
         // file of the directory names the same object (a variant with its

@@ -83,9 +83,7 @@ async fn receive_all(queue: &Queue, count: usize) -> (Vec<Received>, usize) {
 
 #[tokio::test]
 async fn messages_are_received_parsed_and_deleted() {
-    let Some(moto) = common::moto("messages_are_received_parsed_and_deleted") else {
-        return;
-    };
+    let moto = common::moto();
     let (client, _) = common::client(moto).await;
     let name = common::create_queue(&client, "parsed").await;
     let queue = Queue::new(client.clone(), name.clone()).with_wait_time(WAIT);
@@ -146,9 +144,7 @@ async fn messages_are_received_parsed_and_deleted() {
 
 #[tokio::test]
 async fn a_missing_queue_is_a_typed_error() {
-    let Some(moto) = common::moto("a_missing_queue_is_a_typed_error") else {
-        return;
-    };
+    let moto = common::moto();
     let (client, calls) = common::client(moto).await;
     let queue = Queue::new(client, "nodewright-no-such-queue").with_wait_time(Duration::ZERO);
 
@@ -217,10 +213,7 @@ async fn an_unreachable_endpoint_is_a_transport_error() {
 
 #[tokio::test]
 async fn the_url_is_resolved_once_and_again_after_the_queue_is_gone() {
-    let Some(moto) = common::moto("the_url_is_resolved_once_and_again_after_the_queue_is_gone")
-    else {
-        return;
-    };
+    let moto = common::moto();
     let (client, calls) = common::client(moto).await;
     let name = common::create_queue(&client, "cached").await;
     let queue = Queue::new(client.clone(), name.clone()).with_wait_time(Duration::ZERO);
@@ -258,10 +251,7 @@ async fn the_url_is_resolved_once_and_again_after_the_queue_is_gone() {
 
 #[tokio::test]
 async fn many_messages_drain_over_several_receives_and_batched_deletes() {
-    let Some(moto) = common::moto("many_messages_drain_over_several_receives_and_batched_deletes")
-    else {
-        return;
-    };
+    let moto = common::moto();
     let (client, calls) = common::client(moto).await;
     let name = common::create_queue(&client, "many").await;
     let queue = Queue::new(client.clone(), name.clone()).with_wait_time(WAIT);

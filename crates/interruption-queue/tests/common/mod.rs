@@ -1,7 +1,8 @@
 //! moto's server, serving SQS over the real wire protocol on 127.0.0.1.
 //!
 //! One server per test process, started on first use from the binary named
-//! by `NODEWRIGHT_MOTO_SERVER`; without it the tests are skipped. It is
+//! by `NODEWRIGHT_MOTO_SERVER` (else the workspace's `.venv/moto`); without
+//! one the tests fail. It is
 //! stopped when the test process ends, however it ends: a small shell
 //! guardian leads moto's process group and kills that group when the pipe
 //! from this process closes.
@@ -31,15 +32,19 @@ pub struct Moto {
     _guardian: Mutex<Child>,
 }
 
-/// The process's moto server, started on first use; `None` (after printing
-/// `SKIPPED: …`) when `NODEWRIGHT_MOTO_SERVER` is not set.
-pub fn moto(test: &str) -> Option<&'static Moto> {
+/// The process's moto server, started on first use: `NODEWRIGHT_MOTO_SERVER`,
+/// else the workspace's `.venv/moto/bin/moto_server` that `scripts/test`
+/// installs. A test that needs moto and finds none fails, saying how to get
+/// it; it never passes by skipping.
+pub fn moto() -> &'static Moto {
     static MOTO: OnceLock<Moto> = OnceLock::new();
-    let Some(binary) = std::env::var_os(MOTO_SERVER) else {
-        println!("SKIPPED: {test}: {MOTO_SERVER} is not set (the path of moto_server)");
-        return None;
-    };
-    Some(MOTO.get_or_init(|| start(PathBuf::from(binary))))
+    MOTO.get_or_init(|| {
+        let binary = std::env::var_os(MOTO_SERVER).map_or_else(
+            || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.venv/moto/bin/moto_server"),
+            PathBuf::from,
+        );
+        start(binary)
+    })
 }
 
 /// An SQS client pointed at moto with fixed test credentials, and the SQS
@@ -157,7 +162,7 @@ fn start(binary: PathBuf) -> Moto {
     }
     assert!(
         binary.exists(),
-        "moto_server not found at {} ({MOTO_SERVER})",
+        "moto_server not found at {}: run scripts/test, which installs moto into .venv/moto, or set {MOTO_SERVER}",
         binary.display()
     );
     let port = {

@@ -26,11 +26,6 @@ pub(crate) struct Sandbox {
 }
 
 impl Sandbox {
-    /// The sandbox on the double.
-    pub(crate) fn start(name: &str) -> Sandbox {
-        Sandbox::start_on(name, Backend::Double)
-    }
-
     /// The sandbox on `backend`.
     pub(crate) fn start_on(name: &str, backend: Backend) -> Sandbox {
         let Started {
@@ -102,6 +97,11 @@ impl Sandbox {
 
     /// Waits until `count` pods labelled `app` run; their nodes.
     pub(crate) fn running(&self, app: &str, count: usize) -> Vec<String> {
+        self.running_within(app, count, Duration::from_secs(120))
+    }
+
+    /// [`Sandbox::running`] with a limit of `limit` (large fleets).
+    pub(crate) fn running_within(&self, app: &str, count: usize, limit: Duration) -> Vec<String> {
         let selector = format!("app={app}");
         let text = until_within(
             self.kubeconfig(),
@@ -115,7 +115,7 @@ impl Sandbox {
                 "-o",
                 "jsonpath={range .items[*]}{.status.phase} {.spec.nodeName}{\"\\n\"}{end}",
             ],
-            Duration::from_secs(120),
+            limit,
             |t| {
                 let lines: Vec<&str> = t.lines().filter(|l| !l.trim().is_empty()).collect();
                 lines.len() == count && lines.iter().all(|l| l.starts_with("Running "))

@@ -1,49 +1,116 @@
-//! A drift rollout in `nodewright sandbox`, driven by `kubectl`: twenty
-//! nodes drift at once and a budget of `nodes: "5"` replaces them as fast
-//! as replacements come up — never more than five disrupting as the budget
-//! counts them, and without a fixed wait per node. The test prints the
-//! time the whole rollout took and the most nodes seen disrupting at once
-//! (a figure, not a target: timing belongs in benchmarks).
+//! A drift rollout in `nodewright sandbox`, driven by `kubectl`, on the
+//! API server double and on the real control plane: twenty nodes drift at
+//! once and a budget of `nodes: "5"` replaces them as fast as replacements
+//! come up — never more than five disrupting as the budget counts them, and
+//! without a fixed wait per node. The test prints how long the fleet took to
+//! come up and the rollout to finish, and the most nodes seen disrupting at
+//! once (figures, not targets: timing belongs in benchmarks).
+//!
+//! The fleet's size and the budget come from `NODEWRIGHT_ROLLOUT_NODES`
+//! (default 20) and `NODEWRIGHT_ROLLOUT_BUDGET` (default `5`; a count or a
+//! percentage such as `10%`), so the same scenario measures larger rollouts
+//! (benches/README.md, "A drift rollout in the sandbox").
 
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use super::sandbox_disruption::{Sandbox, disrupting};
-use super::sandbox_kubectl::kubectl;
-use std::collections::BTreeSet;
+use super::sandbox_kubectl::{Backend, kubectl};
 
-const NODES: usize = 20;
+/// The fleet and the budget a run uses.
+struct Rollout {
+    nodes: usize,
+    budget: String,
+}
 
-const SPREAD: &str = r#"
+impl Rollout {
+    fn from_env() -> Rollout {
+        let nodes = match std::env::var("NODEWRIGHT_ROLLOUT_NODES") {
+            Ok(text) => text.parse().unwrap_or_else(|_| {
+                panic!("NODEWRIGHT_ROLLOUT_NODES={text:?}: write a whole number of nodes, e.g. 100")
+            }),
+            Err(_) => 20,
+        };
+        let budget = std::env::var("NODEWRIGHT_ROLLOUT_BUDGET").unwrap_or_else(|_| "5".into());
+        let rollout = Rollout { nodes, budget };
+        // Refuse a malformed budget before a sandbox starts.
+        rollout.allowed(1);
+        rollout
+    }
+
+    /// The most nodes the budget lets disrupt out of `total`: a count, or a
+    /// percentage rounded up, as the controller's budget reads it.
+    fn allowed(&self, total: usize) -> usize {
+        let parse = |text: &str| -> usize {
+            text.parse().unwrap_or_else(|_| {
+                panic!(
+                    "NODEWRIGHT_ROLLOUT_BUDGET={:?}: write a node count (\"5\") or a percentage (\"10%\")",
+                    self.budget
+                )
+            })
+        };
+        match self.budget.strip_suffix('%') {
+            Some(percent) => (parse(percent) * total).div_ceil(100),
+            None => parse(&self.budget),
+        }
+    }
+
+    /// The fleet: one pod per node (required hostname anti-affinity).
+    fn fleet(&self) -> String {
+        format!(
+            r#"
 apiVersion: apps/v1
 kind: Deployment
-metadata: {name: fleet, namespace: shop}
+metadata: {{name: fleet, namespace: shop}}
 spec:
-  replicas: 20
-  selector: {matchLabels: {app: fleet}}
+  replicas: {}
+  selector: {{matchLabels: {{app: fleet}}}}
   template:
-    metadata: {labels: {app: fleet}}
+    metadata: {{labels: {{app: fleet}}}}
     spec:
       affinity:
         podAntiAffinity:
           requiredDuringSchedulingIgnoredDuringExecution:
-            - labelSelector: {matchLabels: {app: fleet}}
+            - labelSelector: {{matchLabels: {{app: fleet}}}}
               topologyKey: kubernetes.io/hostname
       containers:
         - name: app
           image: public.ecr.aws/nginx/nginx:1.27
-          resources: {requests: {cpu: 500m, memory: 512Mi}}
-"#;
+          resources: {{requests: {{cpu: 500m, memory: 512Mi}}}}
+"#,
+            self.nodes
+        )
+    }
+}
 
 #[test]
 fn twenty_drifted_nodes_are_replaced_five_at_a_time() {
-    let sandbox = Sandbox::start("rollout");
+    drifted_nodes_are_replaced_within_the_budget(Backend::Double);
+}
+
+#[test]
+fn twenty_drifted_nodes_are_replaced_five_at_a_time_on_kube_apiserver() {
+    drifted_nodes_are_replaced_within_the_budget(Backend::KubeApiserver);
+}
+
+fn drifted_nodes_are_replaced_within_the_budget(backend: Backend) {
+    let rollout = Rollout::from_env();
+    let (count, budget) = (rollout.nodes, rollout.budget.as_str());
+    // Generous limits for large fleets: a run that passes them failed.
+    let limit = Duration::from_secs(120 + count as u64 * 6);
+    let sandbox = Sandbox::start_on("rollout", backend);
     sandbox.quickstart(&[]);
-    sandbox.patch_pool(
-        r#"{"spec":{"disruption":{"consolidateAfter":"Never","budgets":[{"nodes":"5"}]}}}"#,
-    );
-    sandbox.apply(SPREAD);
-    let before = sandbox.running("fleet", NODES);
-    assert_eq!(before.len(), NODES);
+    // No CPU limit (the quickstart's 1,000 would stop a large fleet).
+    sandbox.patch_pool(&format!(
+        r#"{{"spec":{{"limits":null,"disruption":{{"consolidateAfter":"Never","budgets":[{{"nodes":"{budget}"}}]}}}}}}"#
+    ));
+    let applied = Instant::now();
+    sandbox.apply(&rollout.fleet());
+    let before = sandbox.running_within("fleet", count, limit);
+    let up = applied.elapsed();
+    assert_eq!(before.len(), count);
+    let ready = ready_nodes(&sandbox);
+    assert_eq!(ready, count, "every node of the fleet is Ready");
 
     // A new template label drifts every node (NodePoolDrifted).
     sandbox.patch_pool(r#"{"spec":{"template":{"metadata":{"labels":{"rollout":"2"}}}}}"#);
@@ -56,54 +123,76 @@ fn twenty_drifted_nodes_are_replaced_five_at_a_time() {
         "-o",
         "jsonpath={.items[*].metadata.name}",
     ];
-    let deadline = started + Duration::from_secs(600);
+    let deadline = started + limit;
     let mut most = 0;
     loop {
+        let nodes = sandbox.nodes();
         if let Some(now) = disrupting_managed(&sandbox) {
             most = most.max(now.len());
-            if now.len() > 5 {
-                let (_, nodes) = kubectl(
-                    sandbox.kubeconfig(),
-                    &[
-                        "get",
-                        "nodes",
-                        "-o",
-                        "jsonpath={range .items[*]}{.metadata.name} {.spec.unschedulable} {.spec.taints[*].key} {.metadata.deletionTimestamp}{\"\\n\"}{end}",
-                    ],
-                );
-                let (_, claims) = kubectl(
-                    sandbox.kubeconfig(),
-                    &[
-                        "get",
-                        "nodeclaims",
-                        "-o",
-                        "jsonpath={range .items[*]}{.metadata.name} {.status.nodeName} {.metadata.deletionTimestamp} {.status.conditions[?(@.type==\"InstanceTerminating\")].status}{\"\\n\"}{end}",
-                    ],
-                );
+            let allowed = rollout.allowed(nodes.len());
+            if now.len() > allowed {
                 panic!(
-                    "more than five nodes disrupting: {now:?}\nnodes:\n{nodes}\nclaims:\n{claims}"
+                    "{} nodes disrupting, the budget {budget:?} allows {allowed} of {}: {now:?}\n{}",
+                    now.len(),
+                    nodes.len(),
+                    describe(&sandbox)
                 );
             }
         }
         let (ok, text) = kubectl(sandbox.kubeconfig(), &labelled);
-        let nodes = sandbox.nodes();
-        if ok && text.split_whitespace().count() == NODES && nodes.len() == NODES {
+        if ok && text.split_whitespace().count() == count && nodes.len() == count {
             break;
         }
         assert!(
             Instant::now() < deadline,
-            "not every node was replaced: {} of {NODES} labelled, {} nodes",
+            "not every node was replaced: {} of {count} labelled, {} nodes",
             text.split_whitespace().count(),
             nodes.len()
         );
         std::thread::sleep(Duration::from_millis(250));
     }
     let took = started.elapsed();
-    sandbox.running("fleet", NODES);
+    sandbox.running_within("fleet", count, limit);
     println!(
-        "rollout: {NODES} drifted nodes replaced in {:.1} s under nodes: \"5\"; at most {most} disrupting at once",
+        "rollout ({backend:?}): {count} nodes Ready and their pods Running {:.1} s after the apply; \
+         all {count} drifted nodes replaced in {:.1} s under nodes: {budget:?}; at most {most} disrupting at once",
+        up.as_secs_f64(),
         took.as_secs_f64()
     );
+}
+
+/// How many Nodes report `Ready=True`.
+fn ready_nodes(sandbox: &Sandbox) -> usize {
+    let text = sandbox.ok(&[
+        "get",
+        "nodes",
+        "-o",
+        "jsonpath={range .items[*]}{.status.conditions[?(@.type==\"Ready\")].status}{\"\\n\"}{end}",
+    ]);
+    text.lines().filter(|l| l.trim() == "True").count()
+}
+
+/// The nodes and NodeClaims as the budget sees them, for a failure message.
+fn describe(sandbox: &Sandbox) -> String {
+    let (_, nodes) = kubectl(
+        sandbox.kubeconfig(),
+        &[
+            "get",
+            "nodes",
+            "-o",
+            "jsonpath={range .items[*]}{.metadata.name} {.spec.unschedulable} {.spec.taints[*].key} {.metadata.deletionTimestamp}{\"\\n\"}{end}",
+        ],
+    );
+    let (_, claims) = kubectl(
+        sandbox.kubeconfig(),
+        &[
+            "get",
+            "nodeclaims",
+            "-o",
+            "jsonpath={range .items[*]}{.metadata.name} {.status.nodeName} {.metadata.deletionTimestamp} {.status.conditions[?(@.type==\"InstanceTerminating\")].status}{\"\\n\"}{end}",
+        ],
+    );
+    format!("nodes:\n{nodes}\nclaims:\n{claims}")
 }
 
 /// The Nodes being disrupted (see [`disrupting`]) that the budget counts,

@@ -17,6 +17,12 @@
 //! to see its share) and
 //! `NODEWRIGHT_BENCH_ONCE=memory` (the binary is `NODEWRIGHT_BIN`, by
 //! default `nodewright` next to the `deps/` directory of this bench).
+//!
+//! Both single rounds run against a real cluster instead of the double when
+//! `NODEWRIGHT_BENCH_KUBECONFIG` names a cluster-admin kubeconfig (an empty
+//! control plane of `scripts/control-plane start DIR`: `DIR/kubeconfig`);
+//! the bench installs the CRDs and leaves its objects there, so use a fresh
+//! control plane per run.
 
 use std::io::BufRead;
 use std::net::SocketAddr;
@@ -37,6 +43,7 @@ use nodewright::cloudprovider::simulated::{SimulatedCloudProvider, SimulatedSett
 use nodewright::controllers::provisioning::{BatchWindows, ProvisioningSettings};
 use nodewright::extensions::Extensions;
 use nodewright::operator::{Operator, OperatorSettings};
+use nodewright::sim::sandbox::cluster::Cluster;
 use nodewright_host::HostConfig;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -167,6 +174,56 @@ fn class_and_pool() -> (Value, Value, NodePool) {
     (class, status, pool)
 }
 
+/// Where a round sends its requests: the double, in process, or a real
+/// cluster (`NODEWRIGHT_BENCH_KUBECONFIG`).
+enum Target {
+    Double(ApiServer),
+    Cluster(Box<Cluster>, std::path::PathBuf),
+}
+
+impl Target {
+    /// The cluster `NODEWRIGHT_BENCH_KUBECONFIG` names, with the CRDs
+    /// installed, or a new double (`validate`: its CRD validation).
+    async fn from_env(validate: bool) -> Target {
+        let Some(path) = std::env::var_os("NODEWRIGHT_BENCH_KUBECONFIG") else {
+            let server = nodewright::sim::double::builder()
+                .history(HISTORY)
+                .validate_custom_resources(validate)
+                .build();
+            return Target::Double(server);
+        };
+        let path = std::path::PathBuf::from(path);
+        let cluster = Cluster::connect(&path)
+            .await
+            .unwrap_or_else(|e| panic!("NODEWRIGHT_BENCH_KUBECONFIG={}: {e}", path.display()));
+        cluster
+            .install_crds(&nodewright::apis::crds::definitions())
+            .await
+            .unwrap_or_else(|e| panic!("installing the CRDs: {e}"));
+        Target::Cluster(Box::new(cluster), path)
+    }
+
+    fn client(&self) -> kube::Client {
+        match self {
+            Target::Double(server) => server.client(),
+            Target::Cluster(cluster, _) => cluster.client(),
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        match self {
+            Target::Double(_) => "the double",
+            Target::Cluster(..) => "kube-apiserver",
+        }
+    }
+
+    async fn node_claims(&self) -> usize {
+        let api: Api<NodeClaim> = Api::all(self.client());
+        let list = api.list(&Default::default()).await;
+        list.expect("the NodeClaims are listed").items.len()
+    }
+}
+
 async fn create_class_and_pool(client: &kube::Client) {
     let (class, status, pool) = class_and_pool();
     let classes: Api<EC2NodeClass> = Api::all(client.clone());
@@ -196,9 +253,8 @@ where
     Ok(at)
 }
 
-/// A client of `server` that logs when each NodeClaim create is sent and answered.
-fn timed_client(server: &ApiServer) -> kube::Client {
-    let inner = server.client();
+/// A client like `inner` that logs when each NodeClaim create is sent and answered.
+fn timed_client(inner: kube::Client) -> kube::Client {
     let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
         let inner = inner.clone();
         async move {
@@ -218,7 +274,7 @@ fn timed_client(server: &ApiServer) -> kube::Client {
     kube::Client::new(service, "default")
 }
 
-fn operator(server: &ApiServer, windows: BatchWindows) -> Operator {
+fn operator(client: kube::Client, windows: BatchWindows) -> Operator {
     let unavailable = Arc::new(UnavailableOfferings::default());
     let instance_types = Arc::new(InstanceTypeProvider::new(
         Arc::new(Catalog::embedded("us-east-1").expect("the embedded catalog")),
@@ -238,7 +294,7 @@ fn operator(server: &ApiServer, windows: BatchWindows) -> Operator {
     ));
     let local: SocketAddr = "127.0.0.1:0".parse().expect("an address");
     Operator {
-        client: timed_client(server),
+        client: timed_client(client),
         instance_types,
         cloud: Some(cloud),
         node_classes: None,
@@ -270,8 +326,17 @@ async fn wait_for(what: &str, limit: Duration, mut done: impl AsyncFnMut() -> bo
 /// Creates a pod requesting one CPU and marks it unschedulable, as
 /// kube-scheduler would; returns when it was created and when marked.
 async fn pending_pod(pods: &Api<Pod>, name: &str) -> Result<(Instant, Instant), BoxError> {
+    pending_pod_of(pods, name, "1").await
+}
+
+/// [`pending_pod`] requesting `cpu`.
+async fn pending_pod_of(
+    pods: &Api<Pod>,
+    name: &str,
+    cpu: &str,
+) -> Result<(Instant, Instant), BoxError> {
     let pod = json!({"metadata": {"name": name}, "spec": {"containers": [
-        {"name": "c", "image": "c", "resources": {"requests": {"cpu": "1"}}}]}});
+        {"name": "c", "image": "c", "resources": {"requests": {"cpu": cpu}}}]}});
     let status = json!({"phase": "Pending", "conditions": [
         {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]});
     let created = create(pods, pod, status).await?;
@@ -284,14 +349,11 @@ async fn pending_pod(pods: &Api<Pod>, name: &str) -> Result<(Instant, Instant), 
 /// validation of custom resources against their CRDs (on in every figure of
 /// record; off only to see what that validation costs).
 async fn burst(count: usize, windows: BatchWindows, validate: bool, report: bool) -> Duration {
-    let server = nodewright::sim::double::builder()
-        .history(HISTORY)
-        .validate_custom_resources(validate)
-        .build();
-    let client = server.client();
+    let target = Target::from_env(validate).await;
+    let client = target.client();
     create_class_and_pool(&client).await;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(operator(&server, windows).run(
+    let running = tokio::spawn(operator(client.clone(), windows).run(
         async {
             let _ = stopped.await;
         },
@@ -307,7 +369,7 @@ async fn burst(count: usize, windows: BatchWindows, validate: bool, report: bool
         log().iter().any(|l| matches!(l, Logged::Round { .. }))
     })
     .await;
-    let probe_claims = server.objects("karpenter.sh", "nodeclaims").len();
+    let probe_claims = target.node_claims().await;
     log().clear();
 
     let start = Instant::now();
@@ -382,14 +444,15 @@ async fn burst(count: usize, windows: BatchWindows, validate: bool, report: bool
     }
     latencies.sort();
     if report {
-        let claims = server.objects("karpenter.sh", "nodeclaims").len() - probe_claims;
+        let claims = target.node_claims().await - probe_claims;
         let per_second = count as f64 / burst.as_secs_f64();
         let idle = windows.idle;
         if !validate {
             println!("custom resources NOT validated against their CRDs (diagnostic run)");
         }
         println!(
-            "{count} pods, idle window {idle:?}: created in {burst:?} ({per_second:.0} pods/s), all on NodeClaims {total:?} after the first"
+            "{count} pods on {}, idle window {idle:?}: created in {burst:?} ({per_second:.0} pods/s), all on NodeClaims {total:?} after the first",
+            target.name()
         );
         let (p50, p99) = (percentile(&latencies, 0.5), percentile(&latencies, 0.99));
         let max = latencies.last().copied().unwrap_or_default();
@@ -493,8 +556,10 @@ async fn fill(client: &kube::Client, nodes: usize, pods_per_node: usize) {
         .try_collect::<Vec<()>>()
         .await
         .expect("the pods are created");
-    // One pending pod: the controller's first round shows it has listed everything.
-    pending_pod(&pod_api, "probe")
+    // One pending pod that fits on no filled node (on a cluster kube-scheduler
+    // would bind a smaller one): the controller's first round shows it has
+    // listed everything.
+    pending_pod_of(&pod_api, "probe", "7")
         .await
         .expect("the probe pod is created");
 }
@@ -548,26 +613,34 @@ fn memory_of(pid: u32) -> (u64, u64) {
 }
 
 async fn memory(nodes: usize, pods_per_node: usize, settle: Duration) {
-    let server = nodewright::sim::double::builder().history(HISTORY).build();
+    let target = Target::from_env(true).await;
     let started = Instant::now();
-    fill(&server.client(), nodes, pods_per_node).await;
+    fill(&target.client(), nodes, pods_per_node).await;
     println!(
-        "filled the double with {nodes} nodes and NodeClaims and {} running pods in {:?}",
+        "filled {} with {nodes} nodes and NodeClaims and {} running pods in {:?}",
+        target.name(),
         nodes * pods_per_node,
         started.elapsed()
     );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("a port");
-    let port = listener.local_addr().expect("the address").port();
-    let serving = tokio::spawn(server.clone().serve(listener));
     let dir = std::env::temp_dir().join(format!("nodewright-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("a scratch directory");
-    let kubeconfig = dir.join("kubeconfig");
-    let config = format!(
-        "apiVersion: v1\nkind: Config\nclusters: [{{name: bench, cluster: {{server: 'http://127.0.0.1:{port}'}}}}]\nusers: [{{name: bench, user: {{}}}}]\ncontexts: [{{name: bench, context: {{cluster: bench, user: bench}}}}]\ncurrent-context: bench\n"
-    );
-    std::fs::write(&kubeconfig, config).expect("the kubeconfig is written");
+    // The double is served over HTTP for the controller; a cluster already is.
+    let (kubeconfig, serving) = match &target {
+        Target::Cluster(_, path) => (path.clone(), None),
+        Target::Double(server) => {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .expect("a port");
+            let port = listener.local_addr().expect("the address").port();
+            let serving = tokio::spawn(server.clone().serve(listener));
+            let kubeconfig = dir.join("kubeconfig");
+            let config = format!(
+                "apiVersion: v1\nkind: Config\nclusters: [{{name: bench, cluster: {{server: 'http://127.0.0.1:{port}'}}}}]\nusers: [{{name: bench, user: {{}}}}]\ncontexts: [{{name: bench, context: {{cluster: bench, user: bench}}}}]\ncurrent-context: bench\n"
+            );
+            std::fs::write(&kubeconfig, config).expect("the kubeconfig is written");
+            (kubeconfig, Some(serving))
+        }
+    };
 
     let binary = controller_binary();
     let spawned = std::process::Command::new(&binary)
@@ -633,12 +706,15 @@ async fn memory(nodes: usize, pods_per_node: usize, settle: Duration) {
     let (peak, rss) = memory_of(pid);
     let readyz_later = status_code(&health, "/readyz").await;
     drop(child);
-    serving.abort();
+    if let Some(serving) = serving {
+        serving.abort();
+    }
     let _ = std::fs::remove_dir_all(&dir);
     let mib = |kib: u64| kib as f64 / 1024.0;
     println!(
-        "{nodes} nodes, {} pods; controller ({}): first provisioning round {ready:?} after start (/readyz then {readyz:?}, {readyz_later:?} {settle:?} later)",
+        "{nodes} nodes, {} pods on {}; controller ({}): first provisioning round {ready:?} after start (/readyz then {readyz:?}, {readyz_later:?} {settle:?} later)",
         nodes * pods_per_node,
+        target.name(),
         binary.display()
     );
     println!(

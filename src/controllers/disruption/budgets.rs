@@ -339,7 +339,7 @@ fn refuse_croner_extensions(spec: &str) -> Result<(), String> {
 /// `value` (`"5"` or `"10%"`) out of `total` nodes, a percentage rounded up
 /// (Kubernetes' `GetScaledValueFromIntOrPercent(..., roundUp=true)`); `None`
 /// for anything else.
-fn scaled_nodes(value: &str, total: usize) -> Option<usize> {
+pub fn scaled_nodes(value: &str, total: usize) -> Option<usize> {
     if let Ok(count) = value.parse::<usize>() {
         return Some(count);
     }

@@ -165,6 +165,14 @@ pub fn cluster_input(
     let mut extra: HashMap<&str, Vec<&K8sPod>> = HashMap::new();
     // Pods of a record that the snapshot holds a newer version of.
     let mut stale: HashMap<&str, HashSet<PodKey>> = HashMap::new();
+    let registered = Registered::of(snapshot);
+    // A pod nominated to a NodeClaim whose Node has registered counts on
+    // that Node: the claim is represented by it from then on.
+    let claim_nodes: HashMap<&str, &str> = snapshot
+        .node_claims
+        .iter()
+        .filter_map(|c| Some((c.metadata.name.as_deref()?, registered.node_of(c)?)))
+        .collect();
     for pod in snapshot.pods.iter().filter(|p| is_active(p)) {
         if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
             if from_state {
@@ -181,7 +189,13 @@ pub fn cluster_input(
             continue;
         }
         match snapshot.nomination(pod) {
-            Some(node) => extra.entry(node.as_str()).or_default().push(pod),
+            Some(target) => {
+                let node = claim_nodes.get(target.as_str()).copied();
+                extra
+                    .entry(node.unwrap_or(target.as_str()))
+                    .or_default()
+                    .push(pod)
+            }
             None if owned_by_daemon_set(pod) => {}
             None => match converted.get(pod) {
                 Ok(pod) => pending.push(pod),
@@ -222,7 +236,6 @@ pub fn cluster_input(
         }
     }
     let mut in_flight = Vec::new();
-    let registered = Registered::of(snapshot);
     for claim in snapshot
         .node_claims
         .iter()
@@ -296,7 +309,8 @@ pub fn cluster_input(
 /// NodeClaims have registered without comparing each claim with each node.
 struct Registered<'a> {
     names: HashSet<&'a str>,
-    provider_ids: HashSet<&'a str>,
+    /// Provider ID → Node name.
+    provider_ids: HashMap<&'a str, &'a str>,
 }
 
 impl<'a> Registered<'a> {
@@ -309,7 +323,10 @@ impl<'a> Registered<'a> {
         let provider_ids = snapshot
             .nodes
             .iter()
-            .filter_map(|n| n.spec.as_ref()?.provider_id.as_deref())
+            .filter_map(|n| {
+                let id = n.spec.as_ref()?.provider_id.as_deref()?;
+                Some((id, n.metadata.name.as_deref()?))
+            })
             .collect();
         Registered {
             names,
@@ -319,13 +336,20 @@ impl<'a> Registered<'a> {
 
     /// Whether a Node stands for `claim` (by `status.nodeName` or provider ID).
     fn has_node(&self, claim: &NodeClaim) -> bool {
-        let status = claim.status.as_ref();
-        status
-            .and_then(|s| s.node_name.as_deref())
-            .is_some_and(|name| self.names.contains(name))
-            || status
-                .and_then(|s| s.provider_id.as_deref())
-                .is_some_and(|id| self.provider_ids.contains(id))
+        self.node_of(claim).is_some()
+    }
+
+    /// The name of the Node that stands for `claim`, if one does.
+    fn node_of(&self, claim: &NodeClaim) -> Option<&'a str> {
+        let status = claim.status.as_ref()?;
+        let by_name = status
+            .node_name
+            .as_deref()
+            .and_then(|name| self.names.get(name).copied());
+        by_name.or_else(|| {
+            let id = status.provider_id.as_deref()?;
+            self.provider_ids.get(id).copied()
+        })
     }
 }
 

@@ -580,7 +580,10 @@ pub fn daemonset_pod_from_k8s(ds: &DaemonSet) -> Result<Pod, ConvertError> {
 }
 
 /// Converts a Node and the pods bound to it. A node without the
-/// `Ready=True` condition is treated as still initializing.
+/// `Ready=True` condition, or still carrying a known ephemeral taint (the
+/// node lifecycle controller removes `node.kubernetes.io/not-ready` a few
+/// seconds after the node turns Ready), is treated as still initializing, as
+/// Karpenter's initialization does: its ephemeral taints are assumed gone.
 pub fn node_from_k8s(node: &core::Node, pods: &[&core::Pod]) -> Result<ExistingNode, ConvertError> {
     let name = node.metadata.name.clone().unwrap_or_default();
     let object = format!("node {name}");
@@ -606,7 +609,10 @@ pub fn node_from_k8s(node: &core::Node, pods: &[&core::Pod]) -> Result<ExistingN
     {
         taints.push(taint_from_k8s(&object, &format!("spec.taints[{i}]"), t)?);
     }
-    let initialized = crate::apis::conditions::node_is_ready(node);
+    let initialized = crate::apis::conditions::node_is_ready(node)
+        && !taints
+            .iter()
+            .any(crate::scheduling::taints::is_known_ephemeral);
     Ok(ExistingNode {
         name,
         labels: node.metadata.labels.clone().unwrap_or_default(),
@@ -759,6 +765,17 @@ mod tests {
         assert!(n.initialized);
         assert_eq!(n.allocatable.cpu_millis, 3920);
         assert_eq!(n.taints[0].effect, TaintEffect::NoSchedule);
+        // Ready, but the node lifecycle controller has not yet removed its
+        // not-ready taint: still initializing, as Karpenter's initialization
+        // would have it.
+        let tainted: core::Node = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "n2"},
+            "spec": {"taints": [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]},
+            "status": {"allocatable": {"cpu": "4"},
+                       "conditions": [{"type": "Ready", "status": "True"}]}
+        }))
+        .unwrap();
+        assert!(!node_from_k8s(&tainted, &[]).unwrap().initialized);
         let ds: DaemonSet = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "logs", "namespace": "kube-system"},
             "spec": {"selector": {}, "template": {"spec": {"containers": [

@@ -81,3 +81,29 @@ fn records_from_the_state_and_a_newer_snapshot_agree() {
     assert_eq!(pods_of(&input, "a"), ["on-a", "late"]);
     assert_eq!(pods_of(&input, "b"), ["on-b"]);
 }
+
+#[test]
+fn a_pod_nominated_to_a_registered_node_claim_counts_on_its_node() {
+    let mut snapshot = snapshot();
+    let claim: NodeClaim = serde_json::from_value(json!({
+        "metadata": {"name": "claim-a"},
+        "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                 "requirements": []},
+        "status": {"nodeName": "a"},
+    }))
+    .unwrap();
+    snapshot.node_claims.push(Arc::new(claim));
+    let waiting = pod("waiting", None);
+    snapshot
+        .nominated
+        .insert(pod_key(&waiting), "claim-a".to_string());
+    snapshot.pods.push(waiting);
+    let input = cluster_input(&snapshot, &ConvertedPods::default(), &HashSet::new());
+    assert_eq!(pods_of(&input, "a"), ["on-a", "waiting"]);
+    assert!(
+        input.in_flight.is_empty(),
+        "claim-a is represented by node a"
+    );
+    let pending: Vec<&str> = input.pods.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(pending, ["new"], "the nominated pod is not placed again");
+}

@@ -11,3 +11,4 @@ pub mod metrics;
 pub mod operator;
 pub mod scheduling;
 pub mod sim;
+pub mod yaml;

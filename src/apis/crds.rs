@@ -23,7 +23,7 @@ pub enum CrdError {
         /// CRD name.
         name: String,
         /// The serializer's error.
-        source: serde_norway::Error,
+        source: serde_saphyr::SerializeError,
     },
 }
 
@@ -135,7 +135,7 @@ pub fn generate() -> Result<Vec<(String, String)>, CrdError> {
         .into_iter()
         .map(|crd| {
             let name = file_name(&crd);
-            let yaml = serde_norway::to_string(&crd).map_err(|source| CrdError::Yaml {
+            let yaml = crate::yaml::to_string(&crd).map_err(|source| CrdError::Yaml {
                 name: crd.metadata.name.clone().unwrap_or_default(),
                 source,
             })?;

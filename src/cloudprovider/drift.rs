@@ -73,14 +73,14 @@ mod tests {
     }
 
     fn claim() -> NodeClaim {
-        serde_norway::from_str(
+        crate::yaml::from_str(
             "apiVersion: karpenter.sh/v1\nkind: NodeClaim\nmetadata: {name: c}\nspec:\n  requirements: []\n  nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n",
         )
         .unwrap()
     }
 
     fn class() -> EC2NodeClass {
-        serde_norway::from_str(
+        crate::yaml::from_str(
             "apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata: {name: default}\nspec:\n  role: R\n  amiSelectorTerms: [{alias: al2023@latest}]\n  subnetSelectorTerms: [{id: subnet-1}]\n  securityGroupSelectorTerms: [{id: sg-1}]\n",
         )
         .unwrap()

@@ -249,7 +249,7 @@ mod tests {
     use crate::scheduling::{CapacityType, Overhead, Requirement, Requirements};
 
     fn claim() -> NodeClaim {
-        serde_norway::from_str(
+        crate::yaml::from_str(
             "apiVersion: karpenter.sh/v1\nkind: NodeClaim\nmetadata: {name: c, labels: {team: web}}\nspec:\n  requirements: []\n  nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n",
         )
         .unwrap()
@@ -334,7 +334,7 @@ mod tests {
         };
         let options = |operator: &str, values: &str| {
             let mut claim = claim();
-            claim.spec.requirements = serde_norway::from_str(&format!(
+            claim.spec.requirements = crate::yaml::from_str(&format!(
                 "[{{key: {INSTANCE_TYPE_LABEL_KEY}, operator: {operator}, values: {values}}}]"
             ))
             .unwrap();

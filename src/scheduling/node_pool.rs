@@ -162,7 +162,7 @@ mod tests {
     use super::*;
 
     fn pool(yaml: &str) -> NodePool {
-        serde_norway::from_str(yaml).unwrap()
+        crate::yaml::from_str(yaml).unwrap()
     }
 
     const POOL: &str = r#"

@@ -167,9 +167,9 @@ fn each_document(
     text: &str,
     mut add: impl FnMut(Document) -> Result<(), ManifestError>,
 ) -> Result<(), ManifestError> {
-    for (index, document) in serde_norway::Deserializer::from_str(text).enumerate() {
-        let location = format!("{origin} (document {})", index + 1);
-        let value = Value::deserialize(document).map_err(|e| ManifestError::Invalid {
+    crate::yaml::each_document(text, |index, value| {
+        let location = format!("{origin} (document {index})");
+        let value = value.map_err(|e| ManifestError::Invalid {
             location: location.clone(),
             message: e.to_string(),
         })?;
@@ -178,8 +178,8 @@ fn each_document(
         for document in opened {
             add(document)?;
         }
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 fn open_lists(
@@ -680,8 +680,8 @@ items:
         assert_eq!(docs[0].1["flag"], json!(true));
         assert_eq!(docs[0].1["mode"], json!("0777"));
         // A bool field takes only YAML 1.2's true/false.
-        assert!(serde_norway::from_str::<bool>("yes").is_err());
-        assert_eq!(serde_norway::from_str::<bool>("false").ok(), Some(false));
+        assert!(crate::yaml::from_str::<bool>("yes").is_err());
+        assert_eq!(crate::yaml::from_str::<bool>("false").ok(), Some(false));
     }
 
     #[test]

@@ -308,7 +308,7 @@ fn checked_in_crds()
         let text = std::fs::read_to_string(&path)
             .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
         crds.push(
-            serde_norway::from_str(&text)
+            nodewright::yaml::from_str(&text)
                 .unwrap_or_else(|e| panic!("parsing {}: {e}", path.display())),
         );
     }

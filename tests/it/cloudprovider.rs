@@ -36,11 +36,11 @@ spec:
     requirements: [{{key: kubernetes.io/arch, operator: In, values: [amd64]}}]
 "#
     );
-    NodeClassContext::new(serde_norway::from_str::<EC2NodeClass>(&yaml).unwrap())
+    NodeClassContext::new(nodewright::yaml::from_str::<EC2NodeClass>(&yaml).unwrap())
 }
 
 fn claim(name: &str, types: &[&str], capacity_type: &str) -> NodeClaim {
-    serde_norway::from_str(&format!(
+    nodewright::yaml::from_str(&format!(
         r#"
 apiVersion: karpenter.sh/v1
 kind: NodeClaim

@@ -60,7 +60,7 @@ pub struct Cluster {
 pub async fn cluster() -> Cluster {
     let server = nodewright::sim::double::server();
     let client = server.client();
-    let mut class: EC2NodeClass = serde_norway::from_str(CLASS).unwrap();
+    let mut class: EC2NodeClass = nodewright::yaml::from_str(CLASS).unwrap();
     let classes: Api<EC2NodeClass> = Api::all(client.clone());
     class = classes
         .create(&PostParams::default(), &class)

@@ -472,7 +472,7 @@ fn the_stateful_example_cordons_on_scheduled_changes_and_ignores_rebalances() {
             .join("examples/nodepools/stateful-cordon.yaml"),
     )
     .unwrap();
-    let pool: NodePool = serde_norway::from_str(&text).unwrap();
+    let pool: NodePool = nodewright::yaml::from_str(&text).unwrap();
     let annotations = pool.metadata.annotations.unwrap_or_default();
     let (found, errors) = policies(&annotations);
     assert!(errors.is_empty(), "{errors:?}");

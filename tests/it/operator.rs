@@ -122,7 +122,7 @@ spec:
 async fn cluster(pods: usize) -> ApiServer {
     let server = nodewright::sim::double::server();
     let client = server.client();
-    let pool: NodePool = serde_norway::from_str(POOL).unwrap();
+    let pool: NodePool = nodewright::yaml::from_str(POOL).unwrap();
     Api::<NodePool>::all(client.clone())
         .create(&PostParams::default(), &pool)
         .await
@@ -131,7 +131,7 @@ async fn cluster(pods: usize) -> ApiServer {
     classes
         .create(
             &PostParams::default(),
-            &serde_norway::from_str(CLASS).unwrap(),
+            &nodewright::yaml::from_str(CLASS).unwrap(),
         )
         .await
         .unwrap();

@@ -79,8 +79,8 @@ async fn cluster(objects: &[Pod]) -> Cluster {
 async fn cluster_with(objects: &[Pod], settings: ProvisioningSettings) -> Cluster {
     let server = nodewright::sim::double::server();
     let client = server.client();
-    let pool: NodePool = serde_norway::from_str(POOL).unwrap();
-    let class: EC2NodeClass = serde_norway::from_str(CLASS).unwrap();
+    let pool: NodePool = nodewright::yaml::from_str(POOL).unwrap();
+    let class: EC2NodeClass = nodewright::yaml::from_str(CLASS).unwrap();
     Api::<NodePool>::all(client.clone())
         .create(&PostParams::default(), &pool)
         .await

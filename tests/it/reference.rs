@@ -378,16 +378,16 @@ fn every_controller_flag_and_its_variable_is_in_the_reference() {
 /// `podSecurityContext`).
 fn chart_keys() -> BTreeSet<String> {
     fn walk(
-        value: &serde_norway::Value,
+        value: &serde_json::Value,
         schema: &serde_json::Value,
         prefix: &str,
         out: &mut BTreeSet<String>,
     ) {
-        let serde_norway::Value::Mapping(map) = value else {
+        let serde_json::Value::Object(map) = value else {
             return;
         };
         for (key, value) in map {
-            let key = key.as_str().expect("values.yaml keys are strings");
+            let key = key.as_str();
             let path = if prefix.is_empty() {
                 key.to_string()
             } else {
@@ -406,7 +406,7 @@ fn chart_keys() -> BTreeSet<String> {
         }
     }
     let chart = root().join("deploy/helm/nodewright");
-    let values: serde_norway::Value = serde_norway::from_str(
+    let values: serde_json::Value = nodewright::yaml::from_str(
         &std::fs::read_to_string(chart.join("values.yaml")).expect("reading values.yaml"),
     )
     .expect("values.yaml is YAML");

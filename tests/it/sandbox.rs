@@ -329,7 +329,7 @@ async fn the_binder_never_binds_to_a_cordoned_node_on(backend: Backend) {
         .unwrap();
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
     let small = deployment("small", 2, "100m");
-    let small: Deployment = serde_norway::from_str(&small).unwrap();
+    let small: Deployment = nodewright::yaml::from_str(&small).unwrap();
     deployments
         .create(&Default::default(), &small)
         .await
@@ -571,7 +571,7 @@ async fn pods_run_on_the_next_offering_when_the_cheapest_has_no_capacity() {
         });
     }
     let client = sandbox.client();
-    let deployment: Deployment = serde_norway::from_str(&deployment("web", 2, "500m")).unwrap();
+    let deployment: Deployment = nodewright::yaml::from_str(&deployment("web", 2, "500m")).unwrap();
     Api::<Deployment>::namespaced(client.clone(), "default")
         .create(&Default::default(), &deployment)
         .await
@@ -698,7 +698,7 @@ async fn a_node_on_a_fallback_type_moves_to_the_preferred_one_once_its_capacity_
         cloud.inject_insufficient_capacity(flex(zone));
     }
     let client = sandbox.client();
-    let deployment: Deployment = serde_norway::from_str(&deployment("web", 1, "500m")).unwrap();
+    let deployment: Deployment = nodewright::yaml::from_str(&deployment("web", 1, "500m")).unwrap();
     Api::<Deployment>::namespaced(client.clone(), "default")
         .create(&Default::default(), &deployment)
         .await

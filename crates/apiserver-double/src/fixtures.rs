@@ -23,7 +23,7 @@ fn documents(dir: &str) -> Vec<Value> {
         .iter()
         .map(|path| {
             let text = std::fs::read_to_string(path).expect("fixture");
-            serde_norway::from_str(&text).expect("fixture YAML")
+            crate::yaml::to_json(&text).expect("fixture YAML")
         })
         .collect();
     assert!(!found.is_empty(), "no fixtures in {dir}");

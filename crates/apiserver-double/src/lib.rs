@@ -114,6 +114,7 @@ mod verbs;
 mod watch;
 mod workloads;
 mod write;
+mod yaml;
 
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex, MutexGuard};

@@ -191,7 +191,7 @@ impl Context {
             Err(json_error) if self.content_type.contains("yaml") => {
                 let text = std::str::from_utf8(&self.body)
                     .map_err(|e| ApiError::bad_request(e.to_string()))?;
-                serde_norway::from_str(text)
+                crate::yaml::to_json(text)
                     .map_err(|e| ApiError::bad_request(format!("{json_error}; as YAML: {e}")))
             }
             Err(e) => Err(ApiError::bad_request(format!(

@@ -47,7 +47,7 @@ mod tests {
     use super::*;
 
     fn class(extra: &str) -> EC2NodeClass {
-        serde_norway::from_str(&format!(
+        crate::yaml::from_str(&format!(
             r#"
 apiVersion: karpenter.k8s.aws/v1
 kind: EC2NodeClass

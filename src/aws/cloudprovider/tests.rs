@@ -3,7 +3,7 @@
 use super::*;
 
 fn class() -> EC2NodeClass {
-    serde_norway::from_str(
+    crate::yaml::from_str(
         r#"
 apiVersion: karpenter.k8s.aws/v1
 kind: EC2NodeClass
@@ -86,7 +86,7 @@ fn a_class_without_resolved_status_is_not_ready() {
 
 #[test]
 fn the_client_token_follows_the_claim_and_the_request() {
-    let mut claim: NodeClaim = serde_norway::from_str(
+    let mut claim: NodeClaim = crate::yaml::from_str(
         "apiVersion: karpenter.sh/v1\nkind: NodeClaim\nmetadata: {name: a}\nspec:\n  requirements: []\n  nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n",
     )
     .unwrap();

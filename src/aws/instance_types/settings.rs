@@ -147,7 +147,7 @@ mod tests {
     use crate::aws::instance_types::capacity::GIB;
 
     fn node_class(yaml: &str) -> EC2NodeClass {
-        serde_norway::from_str(yaml).unwrap()
+        crate::yaml::from_str(yaml).unwrap()
     }
 
     const BASE: &str = r#"

@@ -47,7 +47,7 @@ mod tests {
     use super::*;
 
     fn pool(extra: &str) -> NodePool {
-        serde_norway::from_str(&format!(
+        crate::yaml::from_str(&format!(
             r#"
 apiVersion: karpenter.sh/v1
 kind: NodePool

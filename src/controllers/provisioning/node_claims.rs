@@ -153,7 +153,7 @@ mod tests {
     };
 
     fn pool() -> NodePool {
-        serde_norway::from_str(
+        crate::yaml::from_str(
             r#"
 apiVersion: karpenter.sh/v1
 kind: NodePool

@@ -17,7 +17,6 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::{ApiCapabilities, ApiResource, Scope, pinned_kind};
 use kube::{Client, ResourceExt};
-use serde::Deserialize;
 use serde_json::Value;
 
 use crate::sim::ManifestError;
@@ -135,31 +134,27 @@ pub fn read(paths: &[PathBuf]) -> Result<Vec<Document>, ApplyError> {
 pub fn parse(origin: &str, text: &str) -> Result<Vec<Document>, ApplyError> {
     let mut out = Vec::new();
     let file = origin;
-    for (index, document) in serde_norway::Deserializer::from_str(text).enumerate() {
-        let origin = format!("{file} (document {})", index + 1);
+    crate::yaml::each_document(text, |index, object| {
+        let origin = format!("{file} (document {index})");
         let invalid = |message: String| ApplyError::Invalid {
             origin: origin.clone(),
             message,
         };
-        let yaml =
-            serde_norway::Value::deserialize(document).map_err(|e| invalid(e.to_string()))?;
-        if yaml.is_null() {
-            continue;
-        }
-        let object = serde_json::to_value(yaml).map_err(|e| invalid(e.to_string()))?;
+        let object = object.map_err(|e| invalid(e.to_string()))?;
         if object.get("kind").and_then(Value::as_str) == Some("List") {
             let items = object
                 .get("items")
                 .and_then(Value::as_array)
                 .ok_or_else(|| invalid("a List needs an `items` array".to_string()))?;
             for (i, item) in items.iter().enumerate() {
-                let origin = format!("{file} (document {}, item {})", index + 1, i + 1);
+                let origin = format!("{file} (document {index}, item {})", i + 1);
                 out.push(checked(origin, item.clone())?);
             }
         } else {
             out.push(checked(origin, object)?);
         }
-    }
+        Ok::<(), ApplyError>(())
+    })?;
     Ok(out)
 }
 

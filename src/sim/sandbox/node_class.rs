@@ -384,7 +384,7 @@ mod tests {
     use super::*;
 
     fn spec(yaml: &str) -> EC2NodeClassSpec {
-        serde_norway::from_str(yaml).unwrap()
+        crate::yaml::from_str(yaml).unwrap()
     }
 
     #[test]

@@ -145,11 +145,11 @@ spec:
         sg = net.security_group,
         image = net.image,
     );
-    NodeClassContext::new(serde_norway::from_str::<EC2NodeClass>(&yaml).unwrap())
+    NodeClassContext::new(nodewright::yaml::from_str::<EC2NodeClass>(&yaml).unwrap())
 }
 
 fn claim(name: &str, class: &str, types: &[&str], capacity_type: &str) -> NodeClaim {
-    serde_norway::from_str(&format!(
+    nodewright::yaml::from_str(&format!(
         r#"
 apiVersion: karpenter.sh/v1
 kind: NodeClaim

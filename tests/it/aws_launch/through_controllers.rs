@@ -63,7 +63,7 @@ async fn a_pending_pod_launches_an_instance_in_moto_and_its_deletion_terminates_
     Api::<NodePool>::all(client.clone())
         .create(
             &PostParams::default(),
-            &serde_norway::from_str(POOL).unwrap(),
+            &nodewright::yaml::from_str(POOL).unwrap(),
         )
         .await
         .unwrap();

@@ -657,7 +657,7 @@ async fn a_broad_claim_makes_one_template_per_pod_count_and_one_call_each_when_c
     let (cloud, _) = mocked_provider(&mock, "broad-cluster");
     let class = class("broad-class", &mock_net(), "");
     let mut broad: NodeClaim = claim("broad", "broad-class", &["m5.large"], "on-demand");
-    broad.spec.requirements[0] = serde_norway::from_str(
+    broad.spec.requirements[0] = nodewright::yaml::from_str(
         "{key: karpenter.k8s.aws/instance-category, operator: In, values: [c, m, r]}",
     )
     .unwrap();

@@ -33,7 +33,7 @@ proptest! {
 
     #[test]
     fn mutated_manifests_read_or_fail_with_a_location((doc, _at) in mutated(all_seeds())) {
-        check(&serde_norway::to_string(&doc).expect("YAML"));
+        check(&nodewright::yaml::to_string(&doc).expect("YAML"));
     }
 
     #[test]

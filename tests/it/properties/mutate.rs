@@ -175,8 +175,9 @@ pub(crate) fn seeds(dirs: &[&str], kinds: &[&str]) -> Vec<Value> {
         files.sort();
         for file in files {
             let text = std::fs::read_to_string(&file).expect("example");
-            for doc in serde_norway::Deserializer::from_str(&text) {
-                let value: Value = serde::Deserialize::deserialize(doc).expect("example is YAML");
+            nodewright::yaml::each_document(&text, |index, value| {
+                let value =
+                    value.map_err(|e| format!("{} (document {index}): {e}", file.display()))?;
                 let kind = value
                     .get("kind")
                     .and_then(Value::as_str)
@@ -184,7 +185,9 @@ pub(crate) fn seeds(dirs: &[&str], kinds: &[&str]) -> Vec<Value> {
                 if kinds.contains(&kind) {
                     out.push(value);
                 }
-            }
+                Ok::<(), String>(())
+            })
+            .expect("example is YAML");
         }
     }
     assert!(!out.is_empty(), "no {kinds:?} under {dirs:?}");

@@ -2,7 +2,7 @@ use super::*;
 use crate::scheduling::{InstanceType, Overhead, Requirement, Requirements, Resources};
 
 fn class(extra_status: &str) -> EC2NodeClass {
-    serde_norway::from_str(&format!(
+    crate::yaml::from_str(&format!(
         r#"
 apiVersion: karpenter.k8s.aws/v1
 kind: EC2NodeClass

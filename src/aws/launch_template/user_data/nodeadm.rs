@@ -71,11 +71,12 @@ fn user_parts(custom: Option<&str>) -> Result<Vec<Part>, UserDataError> {
     if mime::is_mime(custom) {
         return mime::parse(custom);
     }
-    let content_type = if serde_norway::from_str::<serde_norway::Mapping>(custom).is_ok() {
-        NODE_CONFIG
-    } else {
-        SHELL_SCRIPT
-    };
+    let content_type =
+        if crate::yaml::from_str::<serde_json::Map<String, serde_json::Value>>(custom).is_ok() {
+            NODE_CONFIG
+        } else {
+            SHELL_SCRIPT
+        };
     Ok(vec![Part::new(content_type, custom)])
 }
 
@@ -124,7 +125,7 @@ fn node_config(input: &BootstrapInput<'_>) -> Result<String, UserDataError> {
             },
         },
     };
-    let yaml = serde_norway::to_string(&document)
+    let yaml = crate::yaml::to_string(&document)
         .map_err(|e| UserDataError::Render(format!("NodeConfig: {e}")))?;
     Ok(format!("{HEADER}\n{yaml}"))
 }

@@ -579,11 +579,15 @@ pub fn daemonset_pod_from_k8s(ds: &DaemonSet) -> Result<Pod, ConvertError> {
     Ok(pod)
 }
 
-/// Converts a Node and the pods bound to it. A node without the
-/// `Ready=True` condition, or still carrying a known ephemeral taint (the
-/// node lifecycle controller removes `node.kubernetes.io/not-ready` a few
-/// seconds after the node turns Ready), is treated as still initializing, as
-/// Karpenter's initialization does: its ephemeral taints are assumed gone.
+/// Converts a Node and the pods bound to it.
+///
+/// A node labelled `karpenter.sh/initialized=true` is initialized for good,
+/// as Karpenter's state node is once its NodeClaim is: if it later turns
+/// NotReady, its `unreachable` taint keeps pods off it and the provisioner
+/// launches for them. Any other node is initialized once it is `Ready` and
+/// carries no known ephemeral taint (the node lifecycle controller removes
+/// `node.kubernetes.io/not-ready` a few seconds after the node turns Ready);
+/// until then its ephemeral taints are assumed gone.
 pub fn node_from_k8s(node: &core::Node, pods: &[&core::Pod]) -> Result<ExistingNode, ConvertError> {
     let name = node.metadata.name.clone().unwrap_or_default();
     let object = format!("node {name}");
@@ -609,10 +613,17 @@ pub fn node_from_k8s(node: &core::Node, pods: &[&core::Pod]) -> Result<ExistingN
     {
         taints.push(taint_from_k8s(&object, &format!("spec.taints[{i}]"), t)?);
     }
-    let initialized = crate::apis::conditions::node_is_ready(node)
-        && !taints
-            .iter()
-            .any(crate::scheduling::taints::is_known_ephemeral);
+    let labelled = node
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(crate::apis::labels::NODE_INITIALIZED_LABEL_KEY))
+        .is_some_and(|v| v == "true");
+    let initialized = labelled
+        || (crate::apis::conditions::node_is_ready(node)
+            && !taints
+                .iter()
+                .any(crate::scheduling::taints::is_known_ephemeral));
     Ok(ExistingNode {
         name,
         labels: node.metadata.labels.clone().unwrap_or_default(),
@@ -776,6 +787,16 @@ mod tests {
         }))
         .unwrap();
         assert!(!node_from_k8s(&tainted, &[]).unwrap().initialized);
+        // Initialized once, then unreachable: still initialized, so its
+        // taint keeps pods off it.
+        let lost: core::Node = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "n3", "labels": {"karpenter.sh/initialized": "true"}},
+            "spec": {"taints": [{"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"}]},
+            "status": {"allocatable": {"cpu": "4"},
+                       "conditions": [{"type": "Ready", "status": "Unknown"}]}
+        }))
+        .unwrap();
+        assert!(node_from_k8s(&lost, &[]).unwrap().initialized);
         let ds: DaemonSet = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "logs", "namespace": "kube-system"},
             "spec": {"selector": {}, "template": {"spec": {"containers": [

@@ -6,14 +6,15 @@
 //! are JSON at heart, so [`options`] reads the YAML 1.2 core schema instead:
 //! only `true`/`false` are booleans, `<<` is an ordinary key, numbers with
 //! leading zeros or underscores stay strings, and a repeated key keeps its
-//! last value. Streams are read here, once, because serde-saphyr skips empty
+//! last value. The API server double reads request bodies by the same rules,
+//! so they are defined there once and only the size budget is added here. Streams are read here, once, because serde-saphyr skips empty
 //! documents without saying so, while errors and locations count them.
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use serde_saphyr::granit_parser::{Event, Parser, ScalarStyle};
-use serde_saphyr::{DuplicateKeyPolicy, MergeKeyPolicy, Options, Spanned};
+use serde_saphyr::{Options, Spanned};
 
 /// Why a YAML document could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -36,14 +37,7 @@ pub enum Error {
 
 /// The reader options described in the module documentation.
 pub fn options() -> Options {
-    let mut options = Options::default();
-    options.strict_booleans = true;
-    options.merge_keys = MergeKeyPolicy::AsOrdinary;
-    options.leading_zero_numbers_as_strings = true;
-    options.underscored_numbers_as_strings = true;
-    options.duplicate_keys = DuplicateKeyPolicy::PassThrough;
-    // One-line messages: callers prefix them with the file and document.
-    options.with_snippet = false;
+    let mut options = apiserver_double::yaml_reading_options();
     // `kubectl get -o yaml` of a large cluster is one document of millions
     // of nodes; the defaults are sized for configuration files.
     let mut budget = options.budget.take().unwrap_or_default();

@@ -115,6 +115,7 @@ mod watch;
 mod workloads;
 mod write;
 mod yaml;
+pub use yaml::reading_options as yaml_reading_options;
 
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex, MutexGuard};

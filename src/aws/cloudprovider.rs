@@ -22,7 +22,8 @@ use sha2::{Digest, Sha256};
 use crate::apis::labels::{
     CAPACITY_RESERVATION_INTERRUPTIBLE_LABEL_KEY, CAPACITY_RESERVATION_TYPE_LABEL_KEY,
     CAPACITY_TYPE_LABEL_KEY, EC2_NODE_CLASS_LABEL_KEY, INSTANCE_PROFILE_ANNOTATION_KEY,
-    INSTANCE_TENANCY_LABEL_KEY, INSTANCE_TYPE_LABEL_KEY, NODE_POOL_LABEL_KEY, ZONE_ID_LABEL_KEY,
+    INSTANCE_TENANCY_LABEL_KEY, INSTANCE_TYPE_LABEL_KEY, NODE_POOL_LABEL_KEY,
+    PLACEMENT_GROUP_ID_LABEL_KEY, PLACEMENT_GROUP_PARTITION_LABEL_KEY, ZONE_ID_LABEL_KEY,
     ZONE_LABEL_KEY, is_restricted_tag,
 };
 use crate::apis::{EC2NodeClass, NodeClaim, NodeClaimStatus, NodePool};
@@ -39,10 +40,15 @@ use crate::aws::launch_template::{
 use crate::cloudprovider::launch::{Launched, image_for, launch_options, launched_node_claim};
 use crate::cloudprovider::{
     CloudProvider, CloudProviderError, DriftReason, InstanceTypeSource, LaunchableTypes,
-    NodeClassContext, ProviderId, RepairPolicy, UnavailableOfferings, launchable_off_thread,
-    node_class_hash_drifted, stamp_node_class_hash,
+    NodeClassContext, ProviderId, Registration, RepairPolicy, UnavailableOfferings,
+    launchable_off_thread, node_class_hash_drifted, placement_group_drifted,
+    placement_group_labels, stamp_node_class_hash, targeted_partition,
 };
-use crate::scheduling::{CapacityType, InstanceType, Offering, node_pool::node_claim_requirements};
+use crate::scheduling::{InstanceType, Offering, node_pool::node_claim_requirements};
+
+mod drift;
+
+pub use drift::instance_drift;
 
 /// The AWS cloud provider.
 pub struct AwsCloudProvider {
@@ -193,13 +199,13 @@ impl AwsCloudProvider {
 
     /// `claim` as the instance it got.
     fn launched(
-        &self,
         claim: &NodeClaim,
         class: &EC2NodeClass,
         instance_type: Option<&InstanceType>,
         offering: &Offering,
         instance_id: &str,
         image_id: &str,
+        partition: Option<i32>,
     ) -> NodeClaim {
         let provider_id = ProviderId::new(&offering.zone, instance_id);
         let mut out = match instance_type {
@@ -259,6 +265,11 @@ impl AwsCloudProvider {
                 (kind == ReservationKind::Interruptible).to_string(),
             );
         }
+        // The partition targeted, or "" until `before_registration` reads
+        // the one EC2 picked.
+        for (key, value) in placement_group_labels(class, partition) {
+            labels.insert(key.to_string(), value);
+        }
         let status = out.status.get_or_insert_with(NodeClaimStatus::default);
         status.provider_id = Some(provider_id.to_string());
         status.image_id = Some(image_id.to_string());
@@ -289,13 +300,14 @@ impl AwsCloudProvider {
             .find(|it| it.name == instance.instance_type);
         let mut offering = Offering::new(&instance.zone, instance.capacity_type, 0.0);
         offering.reservation_id = instance.capacity_reservation_id.clone();
-        let mut out = self.launched(
+        let mut out = Self::launched(
             claim,
             &class.class,
             instance_type,
             &offering,
             &instance.id,
             instance.image_id.as_deref().unwrap_or_default(),
+            instance.partition_number,
         );
         out.metadata
             .labels
@@ -365,6 +377,8 @@ fn check_status(class: &EC2NodeClass) -> Result<(), CloudProviderError> {
         && status.capacity_reservations.is_none()
     {
         Some("status.capacityReservations")
+    } else if class.spec.placement_group_selector.is_some() && status.placement_group.is_none() {
+        Some("status.placementGroup")
     } else {
         None
     };
@@ -583,13 +597,14 @@ impl CloudProvider for AwsCloudProvider {
             .find(&launched.instance_type, &zone)
             .map(|(_, o)| o.image_id.clone())
             .unwrap_or_default();
-        let out = self.launched(
+        let out = Self::launched(
             claim,
             &class.class,
             Some(&option.instance_type),
             offering,
             &launched.instance_id,
             &image_id,
+            targeted_partition(claim),
         );
         self.recent.insert(launch_key(claim), out.clone());
         Ok(out)
@@ -647,11 +662,62 @@ impl CloudProvider for AwsCloudProvider {
             source: Some("not an aws:///<zone>/<instance-id> provider ID".into()),
         })?;
         let instance = self.instances.get(id.instance_id()).await?;
-        Ok(instance_drift(&instance, &class.class)?)
+        if let Some(reason) = instance_drift(&instance, &class.class)? {
+            return Ok(Some(reason));
+        }
+        Ok(
+            placement_group_drifted(claim, &class.class)
+                .then_some(DriftReason::PlacementGroupDrift),
+        )
     }
 
     fn repair_policies(&self) -> Vec<RepairPolicy> {
         crate::cloudprovider::repair_policies()
+    }
+
+    /// Karpenter's placement group registration hook: a NodeClaim launched
+    /// into a partition group without a targeted partition waits until
+    /// DescribeInstances says which partition EC2 picked, so topology
+    /// spread over `karpenter.k8s.aws/placement-group-partition` never sees
+    /// a node without it.
+    async fn before_registration(
+        &self,
+        claim: &mut NodeClaim,
+    ) -> Result<Registration, CloudProviderError> {
+        let labels = claim.metadata.labels.clone().unwrap_or_default();
+        if !labels.contains_key(PLACEMENT_GROUP_ID_LABEL_KEY)
+            || labels
+                .get(PLACEMENT_GROUP_PARTITION_LABEL_KEY)
+                .is_none_or(|p| !p.is_empty())
+        {
+            return Ok(Registration::Proceed);
+        }
+        let Some(provider_id) = claim.status.as_ref().and_then(|s| s.provider_id.clone()) else {
+            return Ok(Registration::Wait(
+                "waiting for the launched instance's provider ID to read its placement group partition"
+                    .to_string(),
+            ));
+        };
+        let id = ProviderId::parse(&provider_id).ok_or_else(|| CloudProviderError::NotFound {
+            provider_id: provider_id.clone(),
+            source: Some("not an aws:///<zone>/<instance-id> provider ID".into()),
+        })?;
+        let instance = self.instances.get(id.instance_id()).await?;
+        let Some(partition) = instance.partition_number else {
+            return Ok(Registration::Wait(format!(
+                "waiting for EC2 to report the placement group partition of {}",
+                instance.id
+            )));
+        };
+        claim
+            .metadata
+            .labels
+            .get_or_insert_with(BTreeMap::new)
+            .insert(
+                PLACEMENT_GROUP_PARTITION_LABEL_KEY.to_string(),
+                partition.to_string(),
+            );
+        Ok(Registration::Proceed)
     }
 }
 
@@ -697,64 +763,6 @@ impl AwsCloudProvider {
         };
         Ok(image_for(&class.class, instance_type).is_none_or(|ami| ami.id != image))
     }
-}
-
-/// Security-group, subnet and capacity-reservation drift of a running
-/// instance against the class's status. An instance in an open reservation
-/// is on-demand (see [`Instance::capacity_type`]) and never reservation-drifted.
-pub fn instance_drift(
-    instance: &Instance,
-    class: &EC2NodeClass,
-) -> Result<Option<DriftReason>, CloudProviderError> {
-    let status = class.status.clone().unwrap_or_default();
-    let not_ready = |field: &str| CloudProviderError::NodeClassNotReady {
-        node_class: class.metadata.name.clone().unwrap_or_default(),
-        reason: format!("{field} is empty: the EC2NodeClass has not been resolved yet"),
-    };
-    let groups: BTreeSet<&str> = status
-        .security_groups
-        .iter()
-        .flatten()
-        .map(|g| g.id.as_str())
-        .collect();
-    if groups.is_empty() {
-        return Err(not_ready("status.securityGroups"));
-    }
-    let subnets: BTreeSet<&str> = status
-        .subnets
-        .iter()
-        .flatten()
-        .map(|s| s.id.as_str())
-        .collect();
-    if subnets.is_empty() {
-        return Err(not_ready("status.subnets"));
-    }
-    let instance_groups: BTreeSet<&str> = instance
-        .security_group_ids
-        .iter()
-        .map(String::as_str)
-        .collect();
-    if groups != instance_groups {
-        return Ok(Some(DriftReason::SecurityGroupDrift));
-    }
-    if instance
-        .subnet_id
-        .as_deref()
-        .is_some_and(|subnet| !subnets.contains(subnet))
-    {
-        return Ok(Some(DriftReason::SubnetDrift));
-    }
-    if instance.capacity_type == CapacityType::Reserved
-        && let Some(id) = &instance.capacity_reservation_id
-        && !status
-            .capacity_reservations
-            .iter()
-            .flatten()
-            .any(|r| &r.id == id)
-    {
-        return Ok(Some(DriftReason::CapacityReservationDrift));
-    }
-    Ok(None)
 }
 
 fn min_values_relaxed(claim: &NodeClaim) -> bool {

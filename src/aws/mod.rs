@@ -2,9 +2,9 @@
 //! refreshed) and the instance-type resolver that turns it into the
 //! scheduler's instance types, prices, the providers an EC2NodeClass's
 //! status comes from (AMIs, subnets, security groups, instance profiles,
-//! capacity reservations, dry-run permission checks), launch templates and
-//! instances, the AWS cloud provider, the SDK clients, and the cluster's
-//! endpoint from EKS.
+//! capacity reservations, placement groups, dry-run permission checks),
+//! launch templates and instances, the AWS cloud provider, the SDK clients,
+//! and the cluster's endpoint from EKS.
 
 pub mod amis;
 pub mod capacity_reservations;
@@ -20,6 +20,7 @@ pub mod instance_profile;
 pub mod instance_status;
 pub mod instance_types;
 pub mod launch_template;
+pub mod placement_groups;
 pub mod pricing;
 pub mod security_groups;
 pub mod subnets;

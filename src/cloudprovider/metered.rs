@@ -10,7 +10,8 @@ use std::time::Instant;
 use async_trait::async_trait;
 
 use super::{
-    CloudProvider, CloudProviderError, DriftReason, LaunchableTypes, NodeClassContext, RepairPolicy,
+    CloudProvider, CloudProviderError, DriftReason, LaunchableTypes, NodeClassContext,
+    Registration, RepairPolicy,
 };
 use crate::apis::{NodeClaim, NodePool};
 use crate::metrics::{labels, metrics};
@@ -109,5 +110,12 @@ impl CloudProvider for Metered {
 
     fn repair_policies(&self) -> Vec<RepairPolicy> {
         self.inner.repair_policies()
+    }
+
+    async fn before_registration(
+        &self,
+        claim: &mut NodeClaim,
+    ) -> Result<Registration, CloudProviderError> {
+        self.inner.before_registration(claim).await
     }
 }

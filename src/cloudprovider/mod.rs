@@ -12,6 +12,7 @@ mod drift;
 mod error;
 pub mod launch;
 pub mod metered;
+mod placement_group;
 mod provider_id;
 mod repair;
 pub mod simulated;
@@ -29,6 +30,7 @@ use crate::scheduling::{Blocked, InstanceType};
 
 pub use drift::{node_class_hash_drifted, restamped_class_annotations, stamp_node_class_hash};
 pub use error::{BoxError, CloudProviderError, OfferingKey};
+pub use placement_group::{placement_group_drifted, placement_group_labels, targeted_partition};
 pub use provider_id::ProviderId;
 pub use repair::repair_policies;
 pub use unavailable_offerings::{UNAVAILABLE_OFFERINGS_TTL, UnavailableOfferings};
@@ -115,6 +117,9 @@ pub enum DriftReason {
     SecurityGroupDrift,
     /// Its capacity reservation is no longer selected.
     CapacityReservationDrift,
+    /// It is not in the class's placement group (the group was recreated
+    /// or is gone, or the claim was launched outside it).
+    PlacementGroupDrift,
     /// The class's spec changed (hash).
     NodeClassDrift,
 }
@@ -130,6 +135,7 @@ impl DriftReason {
             DriftReason::SubnetDrift => "SubnetDrift",
             DriftReason::SecurityGroupDrift => "SecurityGroupDrift",
             DriftReason::CapacityReservationDrift => "CapacityReservationDrift",
+            DriftReason::PlacementGroupDrift => "PlacementGroupDrift",
             DriftReason::NodeClassDrift => "NodeClassDrift",
         }
     }
@@ -189,4 +195,24 @@ pub trait CloudProvider: Send + Sync {
 
     /// Node conditions that make a node eligible for repair.
     fn repair_policies(&self) -> Vec<RepairPolicy>;
+
+    /// Runs before `claim`'s Node is registered (its labels synced, its
+    /// `karpenter.sh/unregistered` taint removed), as Karpenter's
+    /// registration hooks do: completes labels only the launched instance
+    /// can tell, updating `claim` in place. [`Registration::Wait`] holds
+    /// the registration until a later pass. (No default: a wrapper that
+    /// forgot to forward it would register nodes too early.)
+    async fn before_registration(
+        &self,
+        claim: &mut NodeClaim,
+    ) -> Result<Registration, CloudProviderError>;
+}
+
+/// Whether a Node may be registered now ([`CloudProvider::before_registration`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Registration {
+    /// Register it.
+    Proceed,
+    /// Not yet, for the reason given (a condition message).
+    Wait(String),
 }

@@ -11,12 +11,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use super::ProviderId;
 use super::launch::{Launched, image_for, launch_options, launched_node_claim};
 use super::{
     CloudProvider, CloudProviderError, DriftReason, InstanceTypeSource, LaunchableTypes,
-    NodeClassContext, OfferingKey, RepairPolicy, UnavailableOfferings, launchable_off_thread,
+    NodeClassContext, OfferingKey, Registration, RepairPolicy, UnavailableOfferings,
+    launchable_off_thread,
 };
+use super::{ProviderId, targeted_partition};
 use crate::apis::labels::NODE_POOL_LABEL_KEY;
 use crate::apis::{NodeClaim, NodePool};
 
@@ -219,6 +220,24 @@ impl CloudProvider for SimulatedCloudProvider {
         );
         // As listed, an instance was created when it launched.
         launched.metadata.creation_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
+        // A partition group's instance gets the partition targeted, else
+        // the next in turn (EC2 spreads instances over the partitions).
+        let partitions = class
+            .class
+            .status
+            .as_ref()
+            .and_then(|s| s.placement_group.as_ref())
+            .and_then(|g| g.partition_count)
+            .filter(|n| *n > 0);
+        let partition = targeted_partition(claim)
+            .or_else(|| partitions.map(|n| (state.next_id % n as u64) as i32 + 1));
+        let labels = launched
+            .metadata
+            .labels
+            .get_or_insert_with(Default::default);
+        for (key, value) in super::placement_group_labels(&class.class, partition) {
+            labels.insert(key.to_string(), value);
+        }
         super::stamp_node_class_hash(&mut launched, &class.class);
         state
             .instances
@@ -277,15 +296,25 @@ impl CloudProvider for SimulatedCloudProvider {
         }
         let image = claim.status.as_ref().and_then(|s| s.image_id.as_deref());
         let amis = class.class.status.as_ref().and_then(|s| s.amis.as_ref());
-        Ok(match (image, amis) {
-            (Some(image), Some(amis)) if !amis.iter().any(|a| a.id == image) => {
-                Some(DriftReason::AmiDrift)
-            }
-            _ => None,
-        })
+        if let (Some(image), Some(amis)) = (image, amis)
+            && !amis.iter().any(|a| a.id == image)
+        {
+            return Ok(Some(DriftReason::AmiDrift));
+        }
+        Ok(super::placement_group_drifted(claim, &class.class)
+            .then_some(DriftReason::PlacementGroupDrift))
     }
 
     fn repair_policies(&self) -> Vec<RepairPolicy> {
         super::repair_policies()
+    }
+
+    /// Nothing to wait for: a partition group's instance got its partition
+    /// at launch.
+    async fn before_registration(
+        &self,
+        _claim: &mut NodeClaim,
+    ) -> Result<Registration, CloudProviderError> {
+        Ok(Registration::Proceed)
     }
 }

@@ -27,6 +27,7 @@ use crate::aws::dry_run::DryRunProvider;
 use crate::aws::instance_profile::InstanceProfileProvider;
 use crate::aws::instance_types::InstanceTypeProvider;
 use crate::aws::launch_template::LaunchTemplateProvider;
+use crate::aws::placement_groups::PlacementGroupProvider;
 use crate::aws::security_groups::SecurityGroupProvider;
 use crate::aws::subnets::SubnetProvider;
 use crate::cluster::ClusterState;
@@ -69,6 +70,8 @@ pub struct Context {
     pub subnets: SubnetProvider,
     /// Finds the security groups an EC2NodeClass selects.
     pub security_groups: SecurityGroupProvider,
+    /// Finds the placement group an EC2NodeClass names.
+    pub placement_groups: PlacementGroupProvider,
     /// Makes and finds instance profiles.
     pub instance_profiles: InstanceProfileProvider,
     /// Deletes a deleted class's launch templates.
@@ -130,6 +133,7 @@ impl Context {
             amis: AmiProvider::new(aws.ec2.clone(), aws.ssm.clone()),
             subnets: SubnetProvider::new(aws.ec2.clone()),
             security_groups: SecurityGroupProvider::new(aws.ec2.clone()),
+            placement_groups: PlacementGroupProvider::new(aws.ec2.clone()),
             instance_profiles: InstanceProfileProvider::new(aws.iam.clone()),
             launch_templates: LaunchTemplateProvider::new(aws.ec2.clone(), &settings.cluster_name),
             capacity_reservations: CapacityReservationProvider::new(aws.ec2.clone(), availability),

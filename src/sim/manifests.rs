@@ -14,6 +14,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use super::sandbox::node_class::simulated_placement_group;
 use super::workloads::{self, PodSource};
 use crate::apis::{EC2NodeClass, NodeClaim, NodeOverlay, NodePool};
 
@@ -275,7 +276,12 @@ impl Manifests {
         }
         crate::cluster::ClusterSnapshot {
             node_pools: shared(&self.node_pools),
-            node_classes: shared(&self.node_classes),
+            node_classes: self
+                .node_classes
+                .iter()
+                .cloned()
+                .map(|class| std::sync::Arc::new(with_placement_group(class)))
+                .collect(),
             node_claims: shared(&self.node_claims),
             nodes: shared(&self.nodes),
             pods: self.pods(),
@@ -351,6 +357,18 @@ impl Manifests {
         }
         Ok(())
     }
+}
+
+/// A class with `spec.placementGroupSelector` as the sandbox resolves it:
+/// the `status.placementGroup` given when it is the group named, else a
+/// simulated cluster group (there is no EC2 to look it up in).
+fn with_placement_group(mut class: EC2NodeClass) -> EC2NodeClass {
+    if class.spec.placement_group_selector.is_some() {
+        let status = class.status.get_or_insert_with(Default::default);
+        status.placement_group =
+            simulated_placement_group(&class.spec, status.placement_group.take());
+    }
+    class
 }
 
 fn with_default_namespace(mut pod: Pod) -> Pod {

@@ -109,26 +109,35 @@ const EXAMPLE_DIRS: &[&str] = &[
     "examples/nodeclaims",
 ];
 
-/// Every YAML document of the example directories, with its file.
+/// Files of other example directories that hold only this module's kinds.
+const EXAMPLE_FILES: &[&str] = &[
+    "examples/workloads/placement-group/ec2nodeclasses.yaml",
+    "examples/workloads/placement-group/nodepools.yaml",
+];
+
+/// Every YAML document of the example directories and files, with its file.
 fn example_documents() -> Vec<(String, Value)> {
     let mut documents = Vec::new();
+    let mut files: Vec<PathBuf> = Vec::new();
     for dir in EXAMPLE_DIRS {
-        let mut files: Vec<PathBuf> = std::fs::read_dir(repo_root().join(dir))
+        let mut in_dir: Vec<PathBuf> = std::fs::read_dir(repo_root().join(dir))
             .unwrap()
             .map(|entry| entry.unwrap().path())
             .filter(|path| path.extension().is_some_and(|ext| ext == "yaml"))
             .collect();
-        files.sort();
-        for file in files {
-            let text = std::fs::read_to_string(&file).unwrap();
-            let name = file
-                .strip_prefix(repo_root())
-                .unwrap()
-                .display()
-                .to_string();
-            for document in yaml_documents(&text).unwrap() {
-                documents.push((name.clone(), document));
-            }
+        in_dir.sort();
+        files.extend(in_dir);
+    }
+    files.extend(EXAMPLE_FILES.iter().map(|f| repo_root().join(f)));
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let name = file
+            .strip_prefix(repo_root())
+            .unwrap()
+            .display()
+            .to_string();
+        for document in yaml_documents(&text).unwrap() {
+            documents.push((name.clone(), document));
         }
     }
     assert!(documents.len() >= 12, "examples are missing");

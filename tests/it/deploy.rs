@@ -161,6 +161,7 @@ const EXAMPLE_DIRS: &[&str] = &[
     "examples/nodeclaims",
     "examples/node-overlay",
     "examples/workloads/gpu-amd",
+    "examples/workloads/placement-group",
 ];
 
 #[test]

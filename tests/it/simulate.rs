@@ -292,3 +292,61 @@ fn the_amd_gpu_workload_schedules_on_g4ad() {
         claim.instance_type_options
     );
 }
+
+#[test]
+fn placement_group_example_plans_one_broker_per_partition() {
+    let plan = run(&["examples/workloads/placement-group"]).unwrap();
+    assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
+    let label =
+        |claim: &nodewright::sim::plan::PlannedNodeClaim, key: &str| claim.labels.get(key).cloned();
+    let mut partitions: Vec<String> = plan
+        .node_claims
+        .iter()
+        .filter(|c| c.node_pool == "kafka")
+        .filter_map(|c| label(c, "karpenter.k8s.aws/placement-group-partition"))
+        .collect();
+    partitions.sort();
+    assert_eq!(partitions, ["1", "2", "3"], "one broker per partition");
+    let etcd: Vec<_> = plan
+        .node_claims
+        .iter()
+        .filter(|c| c.node_pool == "etcd")
+        .collect();
+    assert_eq!(etcd.len(), 1);
+    assert_eq!(
+        label(etcd[0], "karpenter.k8s.aws/placement-group-id").as_deref(),
+        Some("pg-0a1b2c3d4e5f60002")
+    );
+}
+
+#[test]
+fn a_pod_selecting_another_placement_group_is_not_placed() {
+    let dir = std::env::temp_dir().join(format!(
+        "nodewright-simulate-placement-{}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    for file in ["ec2nodeclasses.yaml", "nodepools.yaml"] {
+        std::fs::copy(
+            root.join("examples/workloads/placement-group").join(file),
+            dir.join(file),
+        )
+        .unwrap();
+    }
+    std::fs::write(
+        dir.join("pod.yaml"),
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: lost, namespace: default}\nspec:\n  nodeSelector: {karpenter.k8s.aws/placement-group-id: pg-0000000000000000f}\n  containers: [{name: c, image: busybox, resources: {requests: {cpu: 100m}}}]\n",
+    )
+    .unwrap();
+    let plan = simulate(&SimulateOptions {
+        paths: vec![dir.clone()],
+        region: "us-east-1".to_string(),
+        ignore_preferences: false,
+        node_overlay: false,
+    })
+    .unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(plan.node_claims.is_empty(), "{:?}", plan.node_claims);
+    assert_eq!(plan.unschedulable.len(), 1);
+}

@@ -18,7 +18,8 @@ use crate::apis::extensions::{
 pub use hash::EC2_NODE_CLASS_HASH_VERSION;
 pub use status::{
     AMIRequirement, AMIStatus, CapacityReservationState, CapacityReservationStatus,
-    CapacityReservationType, EC2NodeClassStatus, SecurityGroupStatus, SubnetStatus,
+    CapacityReservationType, EC2NodeClassStatus, PlacementGroupStatus, PlacementGroupStrategy,
+    SecurityGroupStatus, SubnetStatus,
 };
 
 const TAG_RULES_MESSAGE: &str = "empty tag keys or values aren't supported";

@@ -29,6 +29,10 @@ pub struct EC2NodeClassStatus {
     /// Instance profile in use.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance_profile: Option<String>,
+    /// The placement group `spec.placementGroupSelector` resolved to; every
+    /// instance of the class launches into it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement_group: Option<PlacementGroupStatus>,
     /// Conditions of the NodeClass.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::apis::schema::conditions_strict")]
@@ -46,6 +50,57 @@ pub struct SubnetStatus {
     /// Availability zone id.
     #[serde(rename = "zoneID", default, skip_serializing_if = "Option::is_none")]
     pub zone_id: Option<String>,
+}
+
+/// A resolved placement group, as `DescribePlacementGroups` lists it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PlacementGroupStatus {
+    /// Placement group id (`pg-…`).
+    pub id: String,
+    /// Placement group name.
+    pub name: String,
+    /// How instances are placed.
+    pub strategy: PlacementGroupStrategy,
+    /// Number of partitions (partition groups only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition_count: Option<i32>,
+    /// `rack` or `host` (spread groups only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spread_level: Option<String>,
+}
+
+/// A placement group's strategy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum PlacementGroupStrategy {
+    /// Packed close together in one zone (low latency, EFA).
+    Cluster,
+    /// Spread over partitions that share no racks.
+    Partition,
+    /// Each instance on distinct hardware.
+    Spread,
+}
+
+impl PlacementGroupStrategy {
+    /// The strategy as EC2 writes it (`SupportedStrategies`, `Strategy`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PlacementGroupStrategy::Cluster => "cluster",
+            PlacementGroupStrategy::Partition => "partition",
+            PlacementGroupStrategy::Spread => "spread",
+        }
+    }
+
+    /// The strategy EC2 named, if it is one of the three.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "cluster" => Some(PlacementGroupStrategy::Cluster),
+            "partition" => Some(PlacementGroupStrategy::Partition),
+            "spread" => Some(PlacementGroupStrategy::Spread),
+            _ => None,
+        }
+    }
 }
 
 /// A resolved security group.

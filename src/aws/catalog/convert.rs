@@ -11,8 +11,8 @@ use aws_sdk_ec2::types as sdk;
 use super::describe::{
     EbsInfo, EbsOptimizedInfo, EfaInfo, GpuDevice, GpuInfo, InferenceAccelerator,
     InferenceAcceleratorInfo, InstanceStorageInfo, InstanceTypeInfo, InstanceTypeOffering,
-    MemoryInfo, NetworkCard, NetworkInfo, NeuronCoreInfo, NeuronDevice, NeuronInfo, ProcessorInfo,
-    VCpuInfo,
+    MemoryInfo, NetworkCard, NetworkInfo, NeuronCoreInfo, NeuronDevice, NeuronInfo,
+    PlacementGroupInfo, ProcessorInfo, VCpuInfo,
 };
 
 /// A count EC2 reports as `i32`; absent or negative counts are 0.
@@ -66,6 +66,13 @@ pub fn instance_type_info(info: &sdk::InstanceTypeInfo) -> Option<InstanceTypeIn
         nitro_enclaves_support: info
             .nitro_enclaves_support()
             .map(|n| n.as_str().to_string()),
+        placement_group_info: info.placement_group_info().map(|p| PlacementGroupInfo {
+            supported_strategies: p
+                .supported_strategies()
+                .iter()
+                .map(|s| s.as_str().to_string())
+                .collect(),
+        }),
     })
 }
 
@@ -250,6 +257,12 @@ mod tests {
                     .build(),
             )
             .nitro_enclaves_support(sdk::NitroEnclavesSupport::Supported)
+            .placement_group_info(
+                sdk::PlacementGroupInfo::builder()
+                    .supported_strategies(sdk::PlacementGroupStrategy::Partition)
+                    .supported_strategies(sdk::PlacementGroupStrategy::Spread)
+                    .build(),
+            )
             .build();
         let info = instance_type_info(&sdk_info).unwrap();
         assert_eq!(info.instance_type, "g5.xlarge");
@@ -284,6 +297,10 @@ mod tests {
         assert_eq!(storage.total_size_in_gb, 250);
         assert_eq!(storage.nvme_support.as_deref(), Some("required"));
         assert_eq!(info.nitro_enclaves_support.as_deref(), Some("supported"));
+        assert_eq!(
+            info.placement_group_info.unwrap().supported_strategies,
+            ["partition", "spread"]
+        );
     }
 
     #[test]

@@ -55,6 +55,17 @@ pub struct InstanceTypeInfo {
     pub instance_storage_info: Option<InstanceStorageInfo>,
     /// `supported` when Nitro Enclaves can run.
     pub nitro_enclaves_support: Option<String>,
+    /// The placement group strategies the type can launch into.
+    pub placement_group_info: Option<PlacementGroupInfo>,
+}
+
+/// `PlacementGroupInfo`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct PlacementGroupInfo {
+    /// `cluster`, `partition`, `spread`.
+    #[serde(default)]
+    pub supported_strategies: Vec<String>,
 }
 
 /// `VCpuInfo`.

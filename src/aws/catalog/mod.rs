@@ -18,7 +18,7 @@ use std::io::Read;
 use flate2::read::GzDecoder;
 use serde::Deserialize;
 
-pub use describe::{InstanceTypeInfo, InstanceTypeOffering};
+pub use describe::{InstanceTypeInfo, InstanceTypeOffering, PlacementGroupInfo};
 pub use prices::{PriceBook, PriceSource};
 
 const INSTANCE_TYPES_GZ: &[u8] = include_bytes!("data/instance-types.json.gz");

@@ -1,6 +1,7 @@
 //! Drift, readiness, client tokens and instance read-back.
 
 use super::*;
+use crate::scheduling::CapacityType;
 
 fn class() -> EC2NodeClass {
     crate::yaml::from_str(
@@ -38,6 +39,7 @@ fn instance() -> Instance {
         capacity_reservation_id: None,
         state: "running".to_string(),
         launch_time: None,
+        partition_number: None,
         tags: BTreeMap::new(),
     }
 }

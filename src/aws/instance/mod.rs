@@ -53,6 +53,9 @@ pub struct Instance {
     pub state: String,
     /// Launch time, seconds since the epoch.
     pub launch_time: Option<i64>,
+    /// The partition of a partition placement group it runs in (EC2 says
+    /// 0 or nothing otherwise).
+    pub partition_number: Option<i32>,
     /// Tags.
     pub tags: BTreeMap<String, String>,
 }
@@ -110,6 +113,9 @@ impl Instance {
                 .map(|n| n.as_str().to_string())
                 .unwrap_or_default(),
             launch_time: instance.launch_time().map(|t| t.secs()),
+            partition_number: placement
+                .and_then(|p| p.partition_number())
+                .filter(|n| *n != 0),
             tags: instance
                 .tags()
                 .iter()

@@ -8,6 +8,7 @@
 
 pub mod capacity;
 pub mod labels;
+mod placement;
 mod provider;
 mod records;
 pub mod reserved;
@@ -19,6 +20,7 @@ pub use reserved::ReservedCapacity;
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::apis::ec2nodeclass::PlacementGroupStatus;
 use crate::aws::catalog::{Catalog, InstanceTypeInfo, PriceBook};
 use crate::scheduling::{
     CapacityType, InstanceType, Offering, Overhead, QuantityError, Requirement, Requirements,
@@ -92,6 +94,10 @@ pub struct ResolverSettings {
     /// Capacity reservations the class may launch into (its
     /// `status.capacityReservations`), each a reserved offering.
     pub capacity_reservations: Vec<ReservedCapacity>,
+    /// The placement group every instance launches into (the class's
+    /// `status.placementGroup`): types that cannot join it are left out,
+    /// and the others carry its id and partitions as labels.
+    pub placement_group: Option<PlacementGroupStatus>,
 }
 
 impl Default for ResolverSettings {
@@ -107,6 +113,7 @@ impl Default for ResolverSettings {
             zones: None,
             kubelet: KubeletSettings::default(),
             capacity_reservations: Vec::new(),
+            placement_group: None,
         }
     }
 }
@@ -114,8 +121,9 @@ impl Default for ResolverSettings {
 /// Resolves every launchable instance type in the catalog.
 ///
 /// Types Karpenter never lists are skipped: Mac and 32-bit-only types (no
-/// `x86_64`/`arm64` architecture), non-HVM types, and arm64 types when the OS
-/// is Windows.
+/// `x86_64`/`arm64` architecture), non-HVM types, arm64 types when the OS
+/// is Windows, and types whose `PlacementGroupInfo` lacks the strategy of
+/// the class's placement group.
 pub fn resolve_all(
     catalog: &Catalog,
     settings: &ResolverSettings,
@@ -143,6 +151,7 @@ pub fn resolve(
         .iter()
         .any(|v| v == "hvm")
         || (settings.os == "windows" && arch != "amd64")
+        || !placement::joins(info, settings.placement_group.as_ref())
     {
         return Ok(None);
     }
@@ -157,6 +166,11 @@ pub fn resolve(
     }
     for requirement in reserved::reservation_requirements(&settings.capacity_reservations, name) {
         requirements.add(requirement);
+    }
+    if let Some(group) = &settings.placement_group {
+        for requirement in placement::requirements(group) {
+            requirements.add(requirement);
+        }
     }
     let capacity = node_capacity(info, arch == "arm64", settings);
     let overhead = node_overhead(&capacity, settings)?;

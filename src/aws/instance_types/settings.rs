@@ -89,6 +89,10 @@ impl ResolverSettings {
                 available: None,
             })
             .collect();
+        settings.placement_group = node_class
+            .status
+            .as_ref()
+            .and_then(|status| status.placement_group.clone());
         if let Some(kubelet) = &spec.kubelet {
             let map = |m: &Option<BTreeMap<String, String>>| m.clone().unwrap_or_default();
             settings.kubelet = KubeletSettings {

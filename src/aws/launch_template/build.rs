@@ -9,8 +9,10 @@ use base64::Engine;
 use super::user_data::{self, BootstrapInput, UserDataError};
 use super::{LaunchSettings, LaunchTemplateSpec, ReservationTarget, default_block_device_mappings};
 use crate::apis::RequirementOperator;
+use crate::apis::ec2nodeclass::PlacementGroupStrategy;
 use crate::apis::labels::INSTANCE_TENANCY_LABEL_KEY;
 use crate::apis::{EC2NodeClass, NodeClaim};
+use crate::cloudprovider::targeted_partition;
 
 /// Why a class cannot produce a launch template; each names its field.
 #[derive(Debug, thiserror::Error)]
@@ -102,6 +104,12 @@ pub fn build_spec(
         capacity_type: choice.capacity_type.to_string(),
         reservation: choice.reservation.clone(),
         dedicated_tenancy: dedicated_only(claim),
+        placement_group_id: status.placement_group.as_ref().map(|g| g.id.clone()),
+        placement_group_partition: status
+            .placement_group
+            .as_ref()
+            .filter(|g| g.strategy == PlacementGroupStrategy::Partition)
+            .and_then(|_| targeted_partition(claim)),
         tags: choice.tags.clone(),
     })
 }

@@ -79,6 +79,13 @@ pub struct LaunchTemplateSpec {
     pub reservation: Option<ReservationTarget>,
     /// `dedicated` when the NodeClaim asks only for dedicated tenancy.
     pub dedicated_tenancy: bool,
+    /// `status.placementGroup`'s id: every instance launches into it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub placement_group_id: Option<String>,
+    /// The partition a launch into a partition group targets, when the
+    /// NodeClaim asks for particular ones (EC2 picks one otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub placement_group_partition: Option<i32>,
     /// Tags of the template and of the interfaces it creates.
     pub tags: BTreeMap<String, String>,
 }
@@ -171,12 +178,14 @@ impl LaunchTemplateSpec {
                     .build(),
             );
         }
-        if self.dedicated_tenancy {
-            data = data.placement(
-                LaunchTemplatePlacementRequest::builder()
-                    .tenancy(Tenancy::Dedicated)
-                    .build(),
-            );
+        if self.dedicated_tenancy || self.placement_group_id.is_some() {
+            let mut placement = LaunchTemplatePlacementRequest::builder()
+                .set_group_id(self.placement_group_id.clone())
+                .set_partition_number(self.placement_group_partition);
+            if self.dedicated_tenancy {
+                placement = placement.tenancy(Tenancy::Dedicated);
+            }
+            data = data.placement(placement.build());
         }
         // Karpenter's targeted launch mode: reserved launches use only their
         // reservation; on-demand and spot launches never use a reservation,
@@ -401,6 +410,8 @@ mod tests {
             capacity_type: "on-demand".to_string(),
             reservation: None,
             dedicated_tenancy: false,
+            placement_group_id: None,
+            placement_group_partition: None,
             tags: [("team".to_string(), "web".to_string())].into(),
         }
     }

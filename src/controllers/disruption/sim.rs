@@ -368,6 +368,7 @@ fn drift_offline(
         DriftReason::SubnetDrift,
         DriftReason::SecurityGroupDrift,
         DriftReason::CapacityReservationDrift,
+        DriftReason::PlacementGroupDrift,
     ];
     match reason {
         Some(reason) => Some(reason.as_str().to_string()),

@@ -1,5 +1,6 @@
-//! Registration: once a Node with the claim's provider ID appears, the
-//! claim's labels, annotations and taints (unless the node opts out with
+//! Registration: once a Node with the claim's provider ID appears and the
+//! cloud provider's registration hook lets it through (the AWS provider
+//! waits for an instance's placement group partition), the claim's labels, annotations and taints (unless the node opts out with
 //! `karpenter.sh/do-not-sync-taints`), the termination finalizer and an owner
 //! reference are synced onto it, the `karpenter.sh/unregistered` taint is
 //! removed, and the node is labelled `karpenter.sh/registered`. Startup
@@ -21,6 +22,7 @@ use crate::apis::labels::{
     UNREGISTERED_TAINT_KEY,
 };
 use crate::apis::{ConditionStatus, NodeClaim, NodeClaimStatus};
+use crate::cloudprovider::Registration;
 use crate::controllers::ControllerError;
 
 /// Registers `claim` if its Node has appeared; updates it in place.
@@ -55,6 +57,15 @@ pub async fn register(
             return Ok(());
         }
     };
+    if let Registration::Wait(why) = ctx.cloud.before_registration(claim).await? {
+        set_unregistered(
+            claim,
+            ConditionStatus::Unknown,
+            "RegistrationHookPending",
+            &why,
+        );
+        return Ok(());
+    }
     let registered_before = node.labels().contains_key(NODE_REGISTERED_LABEL_KEY);
     let has_unregistered_taint = taints(&node)
         .iter()

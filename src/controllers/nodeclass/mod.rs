@@ -6,10 +6,10 @@
 //! - [`capacity_reservations`] → `status.capacityReservations`,
 //!   `CapacityReservationsReady`;
 //! - [`instance_profile`] → `status.instanceProfile`, `InstanceProfileReady`;
+//! - [`placement_group`] → `status.placementGroup`, `PlacementGroupReady`;
 //! - [`ami`] → `status.amis`, `AMIsReady`;
 //! - [`extensions`] → `ExtensionsReady` (the class's instance filters and
 //!   priority scorers, run with the status resolved above);
-//! - [`placement_group`] → `PlacementGroupReady`;
 //! - [`validation`] → `ValidationSucceeded` (dry-run permission checks);
 //! - [`readiness`] → `Ready`;
 //!
@@ -36,7 +36,7 @@ mod extensions;
 pub mod garbage_collection;
 pub mod hash;
 mod instance_profile;
-mod placement_group;
+pub mod placement_group;
 mod readiness;
 mod security_groups;
 mod subnets;
@@ -226,11 +226,12 @@ async fn reconcile_in_span(
     let config_maps = context.state.config_maps_of(class);
     let pools = context.state.node_pools_of(&name);
 
-    let (subnets, security_groups, reservations, profile, found_amis) = tokio::join!(
+    let (subnets, security_groups, reservations, profile, placement, found_amis) = tokio::join!(
         subnets::resolve(context, class, &stamp),
         security_groups::resolve(context, class, &stamp),
         capacity_reservations::resolve(context, class, &stamp),
         instance_profile::resolve(context, class, &stamp),
+        placement_group::resolve(context, class, &stamp),
         ami::discover(context, class),
     );
     let mut draft = Draft {
@@ -247,9 +248,10 @@ async fn reconcile_in_span(
     draft.take("instanceProfile", profile, |s, v| {
         s.instance_profile = Some(v)
     });
+    draft.take("placementGroup", placement, |s, v| s.placement_group = v);
 
-    // The rest sees the class with this pass's subnets, reservations and
-    // profile: its instance types, its validation.
+    // The rest sees the class with this pass's subnets, reservations,
+    // profile and placement group: its instance types, its validation.
     let mut resolved = class.clone();
     resolved.status = Some(draft.status.clone());
     let amis = ami::select(context, &resolved, found_amis, &config_maps, &stamp).await?;
@@ -263,8 +265,6 @@ async fn reconcile_in_span(
         amis.selection.as_ref(),
         &stamp,
     ));
-    let placement = placement_group::resolve(&resolved, &stamp);
-    draft.condition(placement.condition, None);
 
     let seen = class
         .status

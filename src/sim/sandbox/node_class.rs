@@ -16,6 +16,10 @@
 //!   `sg-sim-<name>`, a tags term as `sg-sim-term<N>`;
 //! - instance profile: `spec.instanceProfile` as given, or
 //!   `sandbox_<role>` for a `role`;
+//! - placement group: a `cluster` group with the selector's id, or
+//!   `pg-sim-<name>` for a name; a `status.placementGroup` already written
+//!   for the group the selector names is kept (write one with
+//!   `kubectl patch --subresource status` to try a partition or spread group);
 //! - `SubnetsReady`, `SecurityGroupsReady`, `InstanceProfileReady`,
 //!   `ValidationSucceeded` and `PlacementGroupReady` are `True` (nothing is
 //!   checked against AWS), and `Ready` follows from them and `AMIsReady`.
@@ -38,7 +42,9 @@ use crate::apis::conditions::{
     EC2_NODE_CLASS_SECURITY_GROUPS_READY, EC2_NODE_CLASS_SUBNETS_READY,
     EC2_NODE_CLASS_VALIDATION_SUCCEEDED, READY, find_condition, set_condition,
 };
-use crate::apis::ec2nodeclass::{AMIFamily, SecurityGroupStatus, SubnetStatus};
+use crate::apis::ec2nodeclass::{
+    AMIFamily, PlacementGroupStatus, PlacementGroupStrategy, SecurityGroupStatus, SubnetStatus,
+};
 use crate::apis::{ConditionStatus, EC2NodeClass, EC2NodeClassSpec, EC2NodeClassStatus};
 use crate::aws::amis::{QueryError, queries, status_amis};
 use crate::aws::instance_types::InstanceTypeProvider;
@@ -173,6 +179,35 @@ pub fn simulated_instance_profile(spec: &EC2NodeClassSpec) -> Option<String> {
     spec.instance_profile
         .clone()
         .or_else(|| spec.role.as_ref().map(|role| format!("sandbox_{role}")))
+}
+
+/// The placement group the selector names: `stored` when it is the one
+/// named (a group written into the status, to try a partition or spread
+/// group), else a cluster group with the id given or `pg-sim-<name>`.
+pub fn simulated_placement_group(
+    spec: &EC2NodeClassSpec,
+    stored: Option<PlacementGroupStatus>,
+) -> Option<PlacementGroupStatus> {
+    let selector = spec.placement_group_selector.as_ref()?;
+    let named = |g: &PlacementGroupStatus| match (&selector.id, &selector.name) {
+        (Some(id), _) => &g.id == id,
+        (None, Some(name)) => &g.name == name,
+        (None, None) => false,
+    };
+    if let Some(stored) = stored.filter(named) {
+        return Some(stored);
+    }
+    let name = selector.name.clone().unwrap_or_default();
+    Some(PlacementGroupStatus {
+        id: selector
+            .id
+            .clone()
+            .unwrap_or_else(|| format!("pg-sim-{name}")),
+        name,
+        strategy: PlacementGroupStrategy::Cluster,
+        partition_count: None,
+        spread_level: None,
+    })
 }
 
 /// The simulated EC2NodeClass status controller.
@@ -329,7 +364,7 @@ impl SimulatedNodeClasses {
             ),
             (
                 EC2_NODE_CLASS_PLACEMENT_GROUP_READY,
-                "simulated: placement groups are not looked up",
+                "simulated: the placement group selector is accepted as given",
             ),
         ];
         for (type_, message) in simulated {
@@ -375,6 +410,8 @@ impl SimulatedNodeClasses {
         let groups = simulated_security_groups(&class.spec);
         status.security_groups = (!groups.is_empty()).then_some(groups);
         status.instance_profile = simulated_instance_profile(&class.spec);
+        status.placement_group =
+            simulated_placement_group(&class.spec, status.placement_group.take());
         Ok(status)
     }
 }

@@ -226,5 +226,6 @@ fn tags(tags: &[aws_sdk_ec2::types::Tag]) -> BTreeMap<String, String> {
 }
 
 mod over_moto;
+mod placement_groups;
 mod through_controllers;
 mod with_mocks;

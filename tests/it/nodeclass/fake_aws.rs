@@ -2,8 +2,9 @@
 //! two subnets in us-east-1a and one in us-east-1b tagged
 //! `karpenter.sh/discovery=demo`, one such security group, the AL2023 alias
 //! images (a `pending` standard image and an available GPU image), IAM with
-//! the role `KarpenterNodeRole`, capacity reservations and dry-run answers
-//! as configured.
+//! the role `KarpenterNodeRole`, the placement groups of
+//! [`crate::placement_groups::groups`], capacity reservations and dry-run
+//! answers as configured.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -295,10 +296,15 @@ impl FakeAws {
             .http_status(status, Some(body))
             .repeatedly()
             .build();
+        let placement_groups = crate::placement_groups::describe_rule(
+            crate::placement_groups::groups(),
+            Arc::default(),
+        );
         let ec2 = mock_client!(
             aws_sdk_ec2,
             RuleMode::MatchAny,
             [
+                &placement_groups,
                 &subnets,
                 &groups,
                 &images,

@@ -5,7 +5,8 @@
 //! offerings, and throttled dry runs and AMI lookups that must not unready
 //! a class.
 
-mod fake_aws;
+pub mod fake_aws;
+mod placement_group;
 
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -101,7 +102,7 @@ pub fn events_about(server: &ApiServer, name: &str) -> Vec<(String, String, Stri
         .collect()
 }
 
-async fn create_and_reconcile(context: &Context, class: EC2NodeClass) -> EC2NodeClass {
+pub async fn create_and_reconcile(context: &Context, class: EC2NodeClass) -> EC2NodeClass {
     let api: Api<EC2NodeClass> = Api::all(context.client.clone());
     let created = api.create(&PostParams::default(), &class).await.unwrap();
     reconcile_node_class(context, &created).await.unwrap();
@@ -481,26 +482,6 @@ async fn dry_runs_can_be_disabled() {
             .contains("--disable-dry-run")
     );
     assert_eq!(mocked.launch_template_dry_runs.num_calls(), 0);
-}
-
-#[tokio::test]
-async fn a_placement_group_selector_is_not_launched_without() {
-    let server = nodewright::sim::double::server();
-    let context = context_on(&server, &FakeAws::default().mocked().clients);
-    let mut grouped = class("grouped");
-    grouped.spec.placement_group_selector =
-        Some(serde_json::from_value(json!({"name": "tight"})).unwrap());
-    let stored = create_and_reconcile(&context, grouped).await;
-    let placement = condition(&stored, "PlacementGroupReady");
-    assert_eq!(placement.status, ConditionStatus::False);
-    assert!(
-        placement
-            .message
-            .as_deref()
-            .unwrap()
-            .contains("spec.placementGroupSelector")
-    );
-    assert_eq!(condition(&stored, "Ready").status, ConditionStatus::False);
 }
 
 fn reservation(

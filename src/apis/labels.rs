@@ -311,6 +311,10 @@ pub const CLUSTER_NAME_TAGGED_ANNOTATION_KEY: &str =
 /// an instance type of lower priority than a type that now fits at no
 /// higher price is replaced by single-node consolidation.
 pub const PRIORITY_MIGRATION_ANNOTATION_KEY: &str = "nodewright.io/priority-migration";
+/// On a NodePool, the most its nodes may cost together, in dollars per hour
+/// (a decimal such as `"12.50"`): provisioning launches nothing that would
+/// take the pool past it. Off when absent.
+pub const PRICE_LIMIT_ANNOTATION_KEY: &str = "nodewright.io/price-limit-per-hour";
 /// On a Node the interruption controller cordoned under a NodePool's
 /// `Cordon` policy: the kind of message it cordoned for. While the Node
 /// stays cordoned, consolidation leaves it (its pods wait for an operator);

@@ -104,6 +104,28 @@ pub fn priority_migration(
     }
 }
 
+/// A NodePool's hourly price limit ([`labels::PRICE_LIMIT_ANNOTATION_KEY`]):
+/// absent is none; anything but a finite, non-negative decimal is an error
+/// naming the field.
+pub fn price_limit(
+    annotations: &std::collections::BTreeMap<String, String>,
+) -> Result<Option<f64>, ValidationError> {
+    let Some(text) = annotations.get(labels::PRICE_LIMIT_ANNOTATION_KEY) else {
+        return Ok(None);
+    };
+    match text.trim().parse::<f64>() {
+        Ok(limit) if limit.is_finite() && limit >= 0.0 => Ok(Some(limit)),
+        _ => Err(ValidationError::InvalidAnnotation {
+            field: format!(
+                "metadata.annotations[{}]",
+                labels::PRICE_LIMIT_ANNOTATION_KEY
+            ),
+            value: text.clone(),
+            expected: "a price: give dollars per hour as a non-negative decimal, e.g. \"12.50\", or remove it",
+        }),
+    }
+}
+
 const MAX_NAME_LENGTH: usize = 63;
 const MAX_PREFIX_LENGTH: usize = 253;
 

@@ -28,6 +28,10 @@ pub struct NodePoolSpec {
     pub startup_taints: Vec<Taint>,
     /// `spec.limits` by resource name, in [`Resources`] units (cpu in millicores).
     pub limits: BTreeMap<String, i64>,
+    /// The `nodewright.io/price-limit-per-hour` annotation: the most the
+    /// pool's nodes may cost together per hour, at the prices the scheduler
+    /// minimises.
+    pub price_limit: Option<f64>,
     /// Instance types this pool may launch, shared with the instance-type
     /// provider's cache rather than copied each round.
     pub instance_types: Arc<Vec<InstanceType>>,

@@ -12,6 +12,7 @@ use super::labels;
 use super::requirements::{Operator, Requirement, Requirements};
 use super::resources::Resources;
 use crate::apis::requirements::NodeSelectorRequirementWithMinValues;
+use crate::apis::validation;
 use crate::apis::{NodeClaim, NodePool};
 
 /// `requirements` (a NodePool's or NodeClaim's, at `field`) as scheduler
@@ -151,9 +152,32 @@ pub fn node_pool_spec(
         taints,
         startup_taints,
         limits,
+        price_limit: price_limit(pool, &object)?,
         instance_types,
         priority_scores: None,
         blocked: None,
+    })
+}
+
+/// The pool's `nodewright.io/price-limit-per-hour`, read as the NodePool
+/// controller validates it.
+fn price_limit(pool: &NodePool, object: &str) -> Result<Option<f64>, ConvertError> {
+    let annotations = pool.metadata.annotations.clone().unwrap_or_default();
+    validation::price_limit(&annotations).map_err(|e| match e {
+        validation::ValidationError::InvalidAnnotation {
+            field,
+            value,
+            expected,
+        } => ConvertError::Invalid {
+            object: object.to_string(),
+            field,
+            message: format!("{value:?} is not {expected}"),
+        },
+        other => ConvertError::Invalid {
+            object: object.to_string(),
+            field: "metadata.annotations".to_string(),
+            message: other.to_string(),
+        },
     })
 }
 
@@ -203,6 +227,30 @@ spec:
         assert_eq!(spec.taints.len(), 1);
         assert_eq!(spec.startup_taints.len(), 1);
         assert_eq!(spec.limits.get("cpu"), Some(&100_000));
+    }
+
+    #[test]
+    fn the_price_limit_annotation_is_read_and_a_bad_one_names_itself() {
+        let annotated = |value: &str| {
+            POOL.replace(
+                "metadata: {name: general}",
+                &format!("metadata: {{name: general, annotations: {{nodewright.io/price-limit-per-hour: {value:?}}}}}"),
+            )
+        };
+        let spec = node_pool_spec(&pool(POOL), Arc::default()).unwrap();
+        assert_eq!(spec.price_limit, None, "off by default");
+        let spec = node_pool_spec(&pool(&annotated("12.50")), Arc::default()).unwrap();
+        assert_eq!(spec.price_limit, Some(12.5));
+        for bad in ["twelve", "-1", "NaN", "inf", ""] {
+            let error = node_pool_spec(&pool(&annotated(bad)), Arc::default())
+                .unwrap_err()
+                .to_string();
+            assert!(
+                error.contains("metadata.annotations[nodewright.io/price-limit-per-hour]")
+                    && error.contains("dollars per hour"),
+                "{bad}: {error}"
+            );
+        }
     }
 
     #[test]

@@ -227,17 +227,22 @@ async fn an_invalid_template_or_a_missing_class_is_not_ready() {
 
 #[tokio::test]
 async fn a_priority_migration_annotation_that_is_not_a_boolean_fails_validation() {
+    annotation_is_validated("nodewright.io/priority-migration", "yes", "true").await;
+}
+
+#[tokio::test]
+async fn a_price_limit_annotation_that_is_not_a_price_fails_validation() {
+    annotation_is_validated("nodewright.io/price-limit-per-hour", "12 USD", "12.50").await;
+}
+
+/// A pool annotated `key: bad` is `ValidationSucceeded=False` naming the
+/// annotation and the value; `key: good` is `True`.
+async fn annotation_is_validated(key: &str, bad: &str, good: &str) {
     let server = nodewright::sim::double::builder().build();
     let client = server.client();
     let pools: Api<NodePool> = Api::all(client.clone());
     let mut annotated = pool(None);
-    annotated.metadata.annotations = Some(
-        [(
-            "nodewright.io/priority-migration".to_string(),
-            "yes".to_string(),
-        )]
-        .into(),
-    );
+    annotated.metadata.annotations = Some([(key.to_string(), bad.to_string())].into());
     pools
         .create(&PostParams::default(), &annotated)
         .await
@@ -261,13 +266,13 @@ async fn a_priority_migration_annotation_that_is_not_a_boolean_fails_validation(
         .and_then(|c| c.message.clone())
         .unwrap_or_default();
     assert!(
-        message.contains("metadata.annotations[nodewright.io/priority-migration]")
-            && message.contains("\"yes\""),
+        message.contains(&format!("metadata.annotations[{key}]"))
+            && message.contains(&format!("{bad:?}")),
         "{message}"
     );
+    assert_eq!(condition(&written, "ValidationSucceeded").0, "False");
 
-    // "true" is valid.
-    let patch = json!({"metadata": {"annotations": {"nodewright.io/priority-migration": "true"}}});
+    let patch = json!({"metadata": {"annotations": {key: good}}});
     pools
         .patch("general", &PatchParams::default(), &Patch::Merge(&patch))
         .await

@@ -350,3 +350,63 @@ fn a_pod_selecting_another_placement_group_is_not_placed() {
     assert!(plan.node_claims.is_empty(), "{:?}", plan.node_claims);
     assert_eq!(plan.unschedulable.len(), 1);
 }
+
+/// The quickstart with its NodePool annotated `nodewright.io/price-limit-per-hour: limit`.
+fn quickstart_limited_to(limit: &str) -> Result<Plan, SimulateError> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let dir = std::env::temp_dir().join(format!(
+        "nodewright-simulate-price-limit-{}-{limit}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    for entry in std::fs::read_dir(root.join("examples/quickstart")).unwrap() {
+        let path = entry.unwrap().path();
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        if path.ends_with("nodepool.yaml") {
+            text = text.replace(
+                "  name: general-purpose\n",
+                &format!(
+                    "  name: general-purpose\n  annotations:\n    nodewright.io/price-limit-per-hour: \"{limit}\"\n"
+                ),
+            );
+            assert!(text.contains("price-limit"));
+        }
+        std::fs::write(dir.join(path.file_name().unwrap()), text).unwrap();
+    }
+    let plan = simulate(&SimulateOptions {
+        paths: vec![dir.clone()],
+        region: "us-east-1".to_string(),
+        ignore_preferences: false,
+        node_overlay: false,
+    });
+    std::fs::remove_dir_all(&dir).unwrap();
+    plan
+}
+
+#[test]
+fn a_price_limit_caps_the_plan_and_the_pods_past_it_say_why() {
+    let free = run(&["examples/quickstart"]).unwrap();
+    let limit = free.total_price_per_hour / 2.0;
+    let plan = quickstart_limited_to(&format!("{limit:.4}")).unwrap();
+    assert!(!plan.node_claims.is_empty());
+    assert!(
+        plan.total_price_per_hour <= limit + 1e-4,
+        "{} over {limit}",
+        plan.total_price_per_hour
+    );
+    let capped: Vec<_> = plan
+        .unschedulable
+        .iter()
+        .filter(|u| u.reason.contains("nodewright.io/price-limit-per-hour"))
+        .collect();
+    assert!(!capped.is_empty(), "{:?}", plan.unschedulable);
+    // Room for everything: the same plan as without a limit.
+    let roomy = quickstart_limited_to(&format!("{:.4}", free.total_price_per_hour + 1.0)).unwrap();
+    assert_eq!(roomy.node_claims.len(), free.node_claims.len());
+    // A limit that is not a price leaves the pool out, saying why.
+    let error = quickstart_limited_to("lots").unwrap_err().to_string();
+    assert!(
+        error.contains("nodewright.io/price-limit-per-hour") || error.contains("no NodePool"),
+        "{error}"
+    );
+}

@@ -131,6 +131,9 @@ pub async fn reconcile(ctx: &NodePoolContext, pool: &NodePool) -> Result<Action,
     if let Err(error) = crate::apis::validation::priority_migration(pool.annotations()) {
         errors.push(error);
     }
+    if let Err(error) = crate::apis::validation::price_limit(pool.annotations()) {
+        errors.push(error);
+    }
     errors.extend(crate::controllers::interruption::policy::policies(pool.annotations()).1);
     let validated = if errors.is_empty() {
         Ok(())

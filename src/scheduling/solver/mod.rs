@@ -100,6 +100,8 @@ struct PoolLeft {
     nodes: Option<i64>,
     /// The other limits less what its nodes and claims hold.
     res: Res,
+    /// The price limit less what its nodes and claims cost, if limited.
+    price: Option<f64>,
 }
 
 /// One solve over a [`Model`]: the nodes it may use, the claims it opens,
@@ -162,6 +164,7 @@ impl<'m> State<'m> {
             .map(|p| PoolLeft {
                 nodes: p.nodes_limit,
                 res: p.limits.clone(),
+                price: p.price_limit,
             })
             .collect();
         let mut slots = Vec::with_capacity(nodes.len());
@@ -169,6 +172,9 @@ impl<'m> State<'m> {
             if let Some(left) = node.pool.and_then(|p| pool_left.get_mut(p)) {
                 if let Some(n) = left.nodes.as_mut() {
                     *n -= 1;
+                }
+                if let Some(price) = left.price.as_mut() {
+                    *price -= node.price;
                 }
                 for (r, c) in left.res.iter_mut().zip(&node.capacity) {
                     if *r != i64::MAX {

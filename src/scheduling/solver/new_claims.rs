@@ -3,6 +3,7 @@
 
 use std::collections::HashSet;
 
+use crate::apis::labels::PRICE_LIMIT_ANNOTATION_KEY;
 use crate::scheduling::index::{Ids, Reqs, Res, add_into, fits_sum, shortfall};
 use crate::scheduling::input::MinValuesPolicy;
 use crate::scheduling::pod::HostPort;
@@ -14,6 +15,13 @@ use super::model::types::type_compatible;
 use super::overlay::Overlay;
 use super::topology::record;
 use super::{Commit, Current, State, positive};
+
+/// Whether an hourly `price` fits in what is left of a price limit (always
+/// without one). A thousandth of a cent of slack keeps a limit set to a
+/// sum of prices from refusing its last node to rounding.
+fn within_price(price: f64, left: Option<f64>) -> bool {
+    left.is_none_or(|left| price <= left + 1e-5)
+}
 
 #[derive(Clone)]
 pub(super) struct Claim {
@@ -29,6 +37,13 @@ pub(super) struct Claim {
     pub(super) host_ports: Vec<HostPort>,
     pub(super) host_counts: Vec<(u32, i32)>,
     pub(super) held: Vec<usize>,
+    /// Whether it counts against its pool's price limit (false only for
+    /// the unlimited probe that words why a pod cannot use a full pool).
+    pub(super) price_limited: bool,
+    /// What it is counted at against that limit: the price it is planned
+    /// at, its cheapest option's cheapest offering. Rises as pods narrow
+    /// its options.
+    pub(super) counted: f64,
 }
 
 impl State<'_> {
@@ -47,7 +62,8 @@ impl State<'_> {
             let limit = pool.nodes_limit.unwrap_or(0);
             return Err(format!("the NodePool's nodes limit ({limit}) is reached"));
         }
-        let limited = pool.limited && respect_limits;
+        let price_left = left.price.filter(|_| respect_limits);
+        let limited = (pool.limited || price_left.is_some()) && respect_limits;
         let options: Vec<u32> = if limited {
             pool.base_options
                 .iter()
@@ -59,6 +75,7 @@ impl State<'_> {
                         .zip(&left.res)
                         .all(|(c, r)| c <= r)
                 })
+                .filter(|t| within_price(pool.cheapest[*t as usize], price_left))
                 .collect()
         } else {
             pool.base_options.clone()
@@ -67,6 +84,18 @@ impl State<'_> {
             return Err(format!(
                 "no instance type is compatible with the NodePool's requirements ({}) and has an available offering",
                 self.describe(&pool.reqs)
+            ));
+        }
+        if options.is_empty()
+            && let (Some(limit), Some(left)) = (pool.price_limit, price_left)
+            && !pool
+                .base_options
+                .iter()
+                .any(|t| within_price(pool.cheapest[*t as usize], Some(left)))
+        {
+            return Err(format!(
+                "every instance type costs more than is left of the NodePool's price limit (${limit:.4}/h set by {PRICE_LIMIT_ANNOTATION_KEY}, ${:.4}/h left)",
+                left.max(0.0)
             ));
         }
         if options.is_empty() {
@@ -94,6 +123,8 @@ impl State<'_> {
             host_ports: Vec::new(),
             host_counts: Vec::new(),
             held: Vec::new(),
+            price_limited: price_left.is_some(),
+            counted: 0.0,
         })
     }
 
@@ -254,6 +285,7 @@ impl State<'_> {
         if is_new {
             self.pin_reservations(claim, &mut commit)?;
         }
+        self.keep_within_price(explain, claim, &mut commit.options)?;
         let reqs_after = Overlay {
             base: &claim.reqs,
             changes: commit.changes.clone(),
@@ -265,6 +297,35 @@ impl State<'_> {
             max_alloc_of(pool, &commit.options, self.m.res.dims())
         };
         Ok(commit)
+    }
+
+    /// Keeps the options a price-limited claim can still pay for: those
+    /// whose cheapest offering fits in what is left of its pool's price
+    /// limit plus what the claim is already counted at.
+    fn keep_within_price(
+        &self,
+        explain: bool,
+        claim: &Claim,
+        options: &mut Vec<u32>,
+    ) -> Result<(), String> {
+        let pool = &self.m.pools[claim.pool];
+        let (true, Some(left), Some(limit)) = (
+            claim.price_limited,
+            self.pool_left[claim.pool].price,
+            pool.price_limit,
+        ) else {
+            return Ok(());
+        };
+        let budget = left + claim.counted;
+        options.retain(|t| within_price(pool.cheapest[*t as usize], Some(budget)));
+        if options.is_empty() {
+            return Err(why!(
+                explain,
+                "every instance type that fits costs more than is left of the NodePool's price limit (${limit:.4}/h set by {PRICE_LIMIT_ANNOTATION_KEY}, ${:.4}/h left)",
+                budget.max(0.0)
+            ));
+        }
+        Ok(())
     }
 
     pub(super) fn check_min_values(
@@ -315,6 +376,20 @@ impl State<'_> {
         claim.options = commit.options;
         claim.max_alloc = commit.max_alloc;
         claim.held = commit.held;
+        if claim.price_limited
+            && let Some(left) = self.pool_left[claim.pool].price.as_mut()
+        {
+            let cheapest = &self.m.pools[claim.pool].cheapest;
+            let planned = claim
+                .options
+                .iter()
+                .map(|t| cheapest[*t as usize])
+                .fold(f64::INFINITY, f64::min);
+            if planned.is_finite() {
+                *left -= planned - claim.counted;
+                claim.counted = planned;
+            }
+        }
         let p = &self.pods[pi];
         add_into(&mut claim.requests, &p.requests);
         self.room.set(ci, &claim.requests, &claim.max_alloc);

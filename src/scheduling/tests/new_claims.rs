@@ -527,3 +527,148 @@ fn should_label_nodes() {
     assert_eq!(get(labels::INSTANCE_TYPE), None);
     assert_eq!(get(labels::HOSTNAME), None);
 }
+
+/// fake-it-0's cheapest offering (spot): 0.7 × (0.1 × 1 cpu + 0.1 × 2 GiB).
+const FAKE_0_SPOT: f64 = 0.7 * (0.1 + 0.1 * (2 * GIB) as f64 / 1e9);
+
+fn apart(n: usize) -> Vec<Pod> {
+    (0..n)
+        .map(|i| {
+            let mut p = pod(&format!("p-{i}"), 500, 0).with_label("app", "x");
+            p.pod_anti_affinity = vec![anti("x", labels::HOSTNAME)];
+            p
+        })
+        .collect()
+}
+
+#[test]
+fn a_price_limit_stops_new_claims_once_their_planned_prices_reach_it() {
+    let mut priced = pool("priced", 4);
+    priced.price_limit = Some(2.0 * FAKE_0_SPOT + 0.01);
+    let result = solve(vec![priced], apart(3));
+    assert_eq!(result.new_node_claims.len(), 2, "{:?}", result.errors);
+    let planned: f64 = result.new_node_claims.iter().map(|c| c.price).sum();
+    assert!(planned <= 2.0 * FAKE_0_SPOT + 0.01, "{planned}");
+    assert_eq!(result.errors.len(), 1);
+    let reason = &result.errors[0].reason;
+    assert!(
+        reason.contains("price limit") && reason.contains("nodewright.io/price-limit-per-hour"),
+        "{reason}"
+    );
+    // Without the annotation the same pods get a node each.
+    assert_eq!(
+        solve(vec![pool("free", 4)], apart(3)).new_node_claims.len(),
+        3
+    );
+}
+
+#[test]
+fn a_claim_keeps_only_the_options_the_price_left_can_pay() {
+    let mut priced = pool("priced", 4);
+    // Less than fake-it-1's cheapest offering (2 × fake-it-0's).
+    priced.price_limit = Some(1.5 * FAKE_0_SPOT);
+    let result = solve(vec![priced], apart(1));
+    let claim = &result.new_node_claims[0];
+    assert_eq!(claim.instance_type, "fake-it-0");
+    assert_eq!(
+        claim
+            .instance_type_options
+            .iter()
+            .map(|o| o.name.as_str())
+            .collect::<Vec<_>>(),
+        ["fake-it-0"],
+        "dearer options would launch past the limit"
+    );
+}
+
+#[test]
+fn existing_nodes_of_the_pool_count_at_their_offering_price() {
+    let mut priced = pool("priced", 4);
+    priced.price_limit = Some(1.5 * FAKE_0_SPOT);
+    let mut node = ExistingNode {
+        name: "running".to_string(),
+        labels: BTreeMap::from([
+            (labels::NODE_POOL.to_string(), "priced".to_string()),
+            (labels::INSTANCE_TYPE.to_string(), "fake-it-0".to_string()),
+            (labels::ZONE.to_string(), "test-zone-1".to_string()),
+            (labels::CAPACITY_TYPE.to_string(), "spot".to_string()),
+        ]),
+        capacity: Resources::cpu_memory(1000, 2 * GIB).with_pods(10),
+        allocatable: Resources::cpu_memory(900, 2 * GIB).with_pods(10),
+        initialized: true,
+        ..ExistingNode::default()
+    };
+    // The running node fills it with one pod; another needs a new node,
+    // which the half node's worth of price left cannot pay.
+    node.pods = vec![pod("on-node", 500, 0).with_label("app", "x")];
+    let input = SchedulerInput {
+        node_pools: vec![priced],
+        existing_nodes: vec![node.clone()],
+        pods: vec![apart(1).remove(0)],
+        ..SchedulerInput::default()
+    };
+    let result = Scheduler::new(input).solve();
+    assert!(result.new_node_claims.is_empty());
+    assert!(
+        result.errors[0].reason.contains("price limit"),
+        "{:?}",
+        result.errors
+    );
+    // The same node on-demand costs more than the whole limit: still nothing.
+    node.labels
+        .insert(labels::CAPACITY_TYPE.to_string(), "on-demand".to_string());
+    let input = SchedulerInput {
+        node_pools: vec![{
+            let mut p = pool("priced", 4);
+            p.price_limit = Some(3.0 * FAKE_0_SPOT);
+            p
+        }],
+        existing_nodes: vec![node],
+        pods: vec![apart(1).remove(0)],
+        ..SchedulerInput::default()
+    };
+    let result = Scheduler::new(input).solve();
+    assert_eq!(
+        result.new_node_claims.len(),
+        1,
+        "3 × 0.22 less an on-demand 0.31 leaves room for one spot node: {:?}",
+        result.errors
+    );
+}
+
+#[test]
+fn a_price_limit_of_zero_launches_nothing() {
+    let mut closed = pool("closed", 4);
+    closed.price_limit = Some(0.0);
+    let result = solve(vec![closed], apart(1));
+    assert!(result.new_node_claims.is_empty());
+    assert!(result.errors[0].reason.contains("price limit"));
+}
+
+#[test]
+fn a_claim_still_launching_counts_at_its_cheapest_type() {
+    let mut priced = pool("priced", 4);
+    priced.price_limit = Some(1.5 * FAKE_0_SPOT);
+    // Launching, no instance type yet, and full.
+    let launching = ExistingNode {
+        name: "priced-abcde".to_string(),
+        labels: BTreeMap::from([(labels::NODE_POOL.to_string(), "priced".to_string())]),
+        ..ExistingNode::default()
+    };
+    let input = SchedulerInput {
+        node_pools: vec![priced.clone()],
+        in_flight: vec![launching],
+        pods: apart(1),
+        ..SchedulerInput::default()
+    };
+    let result = Scheduler::new(input).solve();
+    assert!(
+        result.new_node_claims.is_empty(),
+        "{:?}",
+        result.new_node_claims
+    );
+    assert!(result.errors[0].reason.contains("price limit"));
+    // Without it, the pod gets a NodeClaim.
+    let alone = solve(vec![priced], apart(1));
+    assert_eq!(alone.new_node_claims.len(), 1);
+}

@@ -2,6 +2,8 @@
 //! labels, the taints that count, and the room their pods and DaemonSets
 //! leave (Karpenter's `existingnode.go`).
 
+use std::collections::BTreeMap;
+
 use crate::scheduling::index::{Reqs, Res, add_into, intern_reqs};
 use crate::scheduling::input::ExistingNode;
 use crate::scheduling::labels;
@@ -10,6 +12,7 @@ use crate::scheduling::requirements::Requirements;
 use crate::scheduling::taints::{Taint, is_known_ephemeral};
 
 use super::Model;
+use super::types::type_compatible;
 
 /// A node as every solve starts from it.
 pub(in crate::scheduling::solver) struct NodeBase {
@@ -30,6 +33,9 @@ pub(in crate::scheduling::solver) struct NodeBase {
     /// Its NodePool's index in the model, for the pool's limits.
     pub(in crate::scheduling::solver) pool: Option<usize>,
     pub(in crate::scheduling::solver) capacity: Res,
+    /// Its hourly price in its pool (see [`Model::node_price`]), counted
+    /// against the pool's price limit.
+    pub(in crate::scheduling::solver) price: f64,
 }
 
 impl Model {
@@ -99,6 +105,7 @@ impl Model {
         let alloc = self.res.vector(&node.allocatable);
         let free = alloc.iter().zip(&used).map(|(a, u)| a - u).collect();
         let capacity = self.res.vector(&node.capacity);
+        let price = pool.map_or(0.0, |p| self.node_price(p, &node.labels, &reqs));
         NodeBase {
             source: node,
             index: 0,
@@ -109,6 +116,51 @@ impl Model {
             host_ports,
             pool,
             capacity,
+            price,
         }
+    }
+
+    /// What a node of pool `pool` with `labels` (interned as `reqs`) costs
+    /// per hour: the price of its instance type's offering in its zone and
+    /// capacity type (and reservation), else the type's cheapest offering
+    /// the pool may use. A NodeClaim not launched yet (no instance type)
+    /// costs the cheapest of the types its labels allow; a type the pool no
+    /// longer offers costs nothing.
+    fn node_price(&self, pool: usize, labels: &BTreeMap<String, String>, reqs: &Reqs) -> f64 {
+        let pool = &self.pools[pool];
+        let Some(name) = labels.get(labels::INSTANCE_TYPE) else {
+            let number = self.number();
+            return pool
+                .types
+                .iter()
+                .zip(&pool.cheapest)
+                .filter(|(ty, price)| {
+                    price.is_finite() && type_compatible(ty, reqs.items.iter(), &number)
+                })
+                .map(|(_, price)| *price)
+                .reduce(f64::min)
+                .unwrap_or(0.0);
+        };
+        let Some((t, ty)) = pool
+            .types
+            .iter()
+            .enumerate()
+            .find(|(_, ty)| &ty.name == name)
+        else {
+            return 0.0;
+        };
+        let value = |key: &str| labels.get(key).and_then(|v| self.values.get(v));
+        let (zone, capacity_type) = (value(labels::ZONE), value(labels::CAPACITY_TYPE));
+        let reservation = value(labels::CAPACITY_RESERVATION_ID);
+        ty.offers
+            .iter()
+            .find(|o| {
+                Some(o.zone) == zone
+                    && Some(o.capacity_type_value) == capacity_type
+                    && o.reservation_value == reservation
+            })
+            .map(|o| o.price)
+            .or_else(|| pool.cheapest.get(t).copied().filter(|p| p.is_finite()))
+            .unwrap_or(0.0)
     }
 }

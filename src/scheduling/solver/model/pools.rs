@@ -38,6 +38,12 @@ pub(in crate::scheduling::solver) struct PoolIdx {
     /// The other limits per dimension (`i64::MAX`: none).
     pub(in crate::scheduling::solver) limits: Res,
     pub(in crate::scheduling::solver) limited: bool,
+    /// `nodewright.io/price-limit-per-hour`, if set.
+    pub(in crate::scheduling::solver) price_limit: Option<f64>,
+    /// Per type: the price of its cheapest offering the pool may use
+    /// (infinite when it has none), what a new NodeClaim of the type is
+    /// counted at against `price_limit`.
+    pub(in crate::scheduling::solver) cheapest: Vec<f64>,
     pub(in crate::scheduling::solver) scores: Option<Vec<i32>>,
     /// Per-dimension maximum allocatable over `base_options`.
     pub(in crate::scheduling::solver) base_max_alloc: Res,
@@ -161,41 +167,56 @@ impl Model {
                 nodes_limit: spec.limits.get(NODES_LIMIT).copied(),
                 limits,
                 limited,
+                price_limit: spec.price_limit,
+                cheapest: Vec::new(),
                 scores,
                 base_max_alloc: Vec::new(),
                 has_reserved,
             };
-            pool.base_options = self.base_options(&pool);
+            pool.cheapest = self.cheapest_prices(&pool);
+            pool.base_options = base_options(&pool.cheapest);
             pool.base_max_alloc = max_alloc(&pool, &pool.base_options, dims);
             self.pools.push(pool);
         }
     }
 
-    /// Instance types compatible with the pool's own requirements and with an
-    /// available offering, cheapest first. A reserved offering counts while
-    /// its reservation has any capacity.
-    fn base_options(&self, pool: &PoolIdx) -> Vec<u32> {
+    /// Per type, the price of its cheapest offering the pool may use:
+    /// infinite for a type incompatible with the pool's own requirements or
+    /// without an available offering. A reserved offering counts while its
+    /// reservation has any capacity.
+    fn cheapest_prices(&self, pool: &PoolIdx) -> Vec<f64> {
         let overlay = Overlay::new(&pool.reqs);
         let number = self.number();
         let view = OfferView::new(self, &overlay);
         let room = |r: usize| self.reservation_capacity.get(r).is_some_and(|c| *c > 0);
-        let mut options: Vec<(f64, u32)> = Vec::new();
-        for (i, ty) in pool.types.iter().enumerate() {
-            if !type_compatible(ty, pool.reqs.items.iter(), &number) {
-                continue;
-            }
-            let cheapest = ty
-                .offers
-                .iter()
-                .filter(|o| view.usable(o, None, &room, &number))
-                .min_by(|a, b| a.price.total_cmp(&b.price));
-            if let Some(price) = cheapest.map(|o| o.price) {
-                options.push((price, i as u32));
-            }
-        }
-        options.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        options.into_iter().map(|(_, i)| i).collect()
+        pool.types
+            .iter()
+            .map(|ty| {
+                if !type_compatible(ty, pool.reqs.items.iter(), &number) {
+                    return f64::INFINITY;
+                }
+                ty.offers
+                    .iter()
+                    .filter(|o| view.usable(o, None, &room, &number))
+                    .map(|o| o.price)
+                    .min_by(f64::total_cmp)
+                    .unwrap_or(f64::INFINITY)
+            })
+            .collect()
     }
+}
+
+/// The types a pool may launch, cheapest first (ties by index): those with
+/// a finite price in `cheapest`.
+fn base_options(cheapest: &[f64]) -> Vec<u32> {
+    let mut options: Vec<(f64, u32)> = cheapest
+        .iter()
+        .enumerate()
+        .filter(|(_, price)| price.is_finite())
+        .map(|(i, price)| (*price, i as u32))
+        .collect();
+    options.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    options.into_iter().map(|(_, i)| i).collect()
 }
 
 /// Per-dimension maximum allocatable over `options`.

@@ -684,24 +684,24 @@ impl CloudProvider for AwsCloudProvider {
         &self,
         claim: &mut NodeClaim,
     ) -> Result<Registration, CloudProviderError> {
-        let labels = claim.metadata.labels.clone().unwrap_or_default();
-        if !labels.contains_key(PLACEMENT_GROUP_ID_LABEL_KEY)
-            || labels
-                .get(PLACEMENT_GROUP_PARTITION_LABEL_KEY)
-                .is_none_or(|p| !p.is_empty())
+        let label = |key: &str| claim.metadata.labels.as_ref().and_then(|l| l.get(key));
+        if label(PLACEMENT_GROUP_ID_LABEL_KEY).is_none()
+            || label(PLACEMENT_GROUP_PARTITION_LABEL_KEY).is_none_or(|p| !p.is_empty())
         {
             return Ok(Registration::Proceed);
         }
-        let Some(provider_id) = claim.status.as_ref().and_then(|s| s.provider_id.clone()) else {
+        if claim
+            .status
+            .as_ref()
+            .and_then(|s| s.provider_id.as_ref())
+            .is_none()
+        {
             return Ok(Registration::Wait(
                 "waiting for the launched instance's provider ID to read its placement group partition"
                     .to_string(),
             ));
-        };
-        let id = ProviderId::parse(&provider_id).ok_or_else(|| CloudProviderError::NotFound {
-            provider_id: provider_id.clone(),
-            source: Some("not an aws:///<zone>/<instance-id> provider ID".into()),
-        })?;
+        }
+        let id = ProviderId::of_claim(claim)?;
         let instance = self.instances.get(id.instance_id()).await?;
         let Some(partition) = instance.partition_number else {
             return Ok(Registration::Wait(format!(

@@ -11,7 +11,6 @@
 //! is kept [`PLACEMENT_GROUP_AVAILABILITY_TTL`] (24 hours) and handed back,
 //! with the error, when a later lookup fails.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use super::errors::AwsError;
@@ -94,7 +93,7 @@ pub struct PlacementGroupProvider {
     /// The last group found per query, for failed lookups.
     found: moka::sync::Cache<PlacementGroupQuery, PlacementGroupStatus>,
     /// One lookup at a time, so concurrent reconciles share an answer.
-    lookup: Arc<tokio::sync::Mutex<()>>,
+    lookup: tokio::sync::Mutex<()>,
 }
 
 impl PlacementGroupProvider {
@@ -110,7 +109,7 @@ impl PlacementGroupProvider {
             ec2,
             answers: ttl_cache(ttl, MAX_CACHED),
             found: ttl_cache(PLACEMENT_GROUP_AVAILABILITY_TTL, MAX_CACHED),
-            lookup: Arc::default(),
+            lookup: tokio::sync::Mutex::new(()),
         }
     }
 

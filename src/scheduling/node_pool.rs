@@ -5,6 +5,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use kube::ResourceExt;
+
 use super::convert::{ConvertError, taint_from_k8s};
 use super::input::NodePoolSpec;
 use super::instance_type::InstanceType;
@@ -162,8 +164,7 @@ pub fn node_pool_spec(
 /// The pool's `nodewright.io/price-limit-per-hour`, read as the NodePool
 /// controller validates it.
 fn price_limit(pool: &NodePool, object: &str) -> Result<Option<f64>, ConvertError> {
-    let annotations = pool.metadata.annotations.clone().unwrap_or_default();
-    validation::price_limit(&annotations).map_err(|e| match e {
+    validation::price_limit(pool.annotations()).map_err(|e| match e {
         validation::ValidationError::InvalidAnnotation {
             field,
             value,

@@ -1,6 +1,7 @@
 //! Registration: once a Node with the claim's provider ID appears and the
 //! cloud provider's registration hook lets it through (the AWS provider
-//! waits for an instance's placement group partition), the claim's labels, annotations and taints (unless the node opts out with
+//! waits for an instance's placement group partition), the claim's labels,
+//! annotations and taints (unless the node opts out with
 //! `karpenter.sh/do-not-sync-taints`), the termination finalizer and an owner
 //! reference are synced onto it, the `karpenter.sh/unregistered` taint is
 //! removed, and the node is labelled `karpenter.sh/registered`. Startup

@@ -311,6 +311,7 @@ fn operator(client: kube::Client, windows: BatchWindows) -> Operator {
             node_repair: false,
             spot_to_spot_consolidation: false,
             node_overlay: false,
+            static_capacity: false,
         },
     }
 }

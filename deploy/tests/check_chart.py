@@ -26,6 +26,7 @@ NON_DEFAULT = REQUIRED + [
     "settings.disableDryRun=true",
     "settings.featureGates.nodeRepair=true",
     "settings.featureGates.nodeOverlay=true",
+    "settings.featureGates.staticCapacity=true",
     "settings.extensions.timeout=250ms",
     "settings.extensions.memoryMiB=128",
     "settings.extensions.cacheEntries=512",
@@ -247,7 +248,7 @@ def non_default():
     }
     for key, value in wanted.items():
         expect(variables.get(key), value, key)
-    for gate in ["NodeRepair=true", "NodeOverlay=true"]:
+    for gate in ["NodeRepair=true", "NodeOverlay=true", "StaticCapacity=true"]:
         if gate not in variables["FEATURE_GATES"]:
             raise AssertionError(f"FEATURE_GATES: {variables['FEATURE_GATES']}")
     expect(
@@ -293,7 +294,7 @@ def refusals():
         "unknownTopLevel=1": "unknownTopLevel",
         "settings.isolatedVPC=true": "/settings/isolatedVPC",
         "settings.enableZonalShift=true": "/settings/enableZonalShift",
-        "settings.featureGates.staticCapacity=true": "/settings/featureGates/staticCapacity",
+        "settings.featureGates.capacityBuffer=true": "/settings/featureGates/capacityBuffer",
         "settings.featureGates.reservedCapacity=false": "/settings/featureGates/reservedCapacity",
         "settings.amiRefreshInterval=5m": "amiRefreshInterval",
         "logErrorOutputPaths={stderr}": "logErrorOutputPaths",

@@ -94,6 +94,12 @@ pub struct SandboxArgs {
     /// Without it they act as a cluster admin.
     #[arg(long, value_name = "NAMESPACE/NAME", value_parser = parse_account)]
     controller_service_account: Option<ControllerAccount>,
+    /// The controller's feature gates, `Name=true|false,…`, read as
+    /// `nodewright controller` reads them; the sandbox acts on
+    /// `StaticCapacity=true` (static NodePools kept at `spec.replicas`)
+    /// and refuses other gates turned on.
+    #[arg(long, value_name = "GATES", default_value = "", value_parser = parse_gates)]
+    feature_gates: bool,
     /// Log lines on stderr: readable text, or one JSON object per line.
     #[arg(long, value_enum, default_value_t = LogFormatArg::Text)]
     log_format: LogFormatArg,
@@ -117,6 +123,25 @@ enum LogFormatArg {
 
 fn parse_delay(text: &str) -> Result<Duration, String> {
     parse_go_duration(text).map_err(|e| format!("{e} (use a Go duration such as 500ms, 2s or 1m)"))
+}
+
+/// `--feature-gates` as the controller reads it, to whether
+/// `StaticCapacity` is on; other gates may only be off (or
+/// `ReservedCapacity=true`, always on).
+fn parse_gates(text: &str) -> Result<bool, String> {
+    let mut static_capacity = false;
+    for (name, on) in super::controller::feature_gates(text)? {
+        match (name, on) {
+            ("StaticCapacity", on) => static_capacity = on,
+            ("ReservedCapacity", true) | (_, false) => {}
+            (name, true) => {
+                return Err(format!(
+                    "{name}=true: the sandbox runs with StaticCapacity only; leave {name} out"
+                ));
+            }
+        }
+    }
+    Ok(static_capacity)
 }
 
 /// `NAMESPACE/NAME` of a ServiceAccount; the Lease is named as the chart names it.
@@ -165,6 +190,7 @@ impl SandboxArgs {
             interruption_queue: self.interruption_queue.clone(),
             controller_account: self.controller_service_account.clone(),
             cluster: self.cluster.clone(),
+            static_capacity: self.feature_gates,
             ..SandboxSettings::default()
         }
         .with_register_delay(self.register_delay)

@@ -54,9 +54,10 @@ pub struct SimulateArgs {
     at: Option<String>,
     /// The controller's feature gates, `Name=true|false,…`, parsed as the
     /// controller parses them: NodeOverlay=true applies the NodeOverlays
-    /// read (without it they are listed as not applied); with
-    /// --disruption, SpotToSpotConsolidation=true lets spot nodes be
-    /// replaced by spot.
+    /// read (without it they are listed as not applied);
+    /// StaticCapacity=true shows the NodeClaims static NodePools
+    /// (spec.replicas) would open or delete; with --disruption,
+    /// SpotToSpotConsolidation=true lets spot nodes be replaced by spot.
     #[arg(long, value_name = "GATES", default_value = "")]
     feature_gates: String,
 }
@@ -77,6 +78,10 @@ pub fn run(args: &SimulateArgs) -> Result<(), CliError> {
         node_overlay: gates
             .iter()
             .rfind(|(name, _)| *name == "NodeOverlay")
+            .is_some_and(|(_, on)| *on),
+        static_capacity: gates
+            .iter()
+            .rfind(|(name, _)| *name == "StaticCapacity")
             .is_some_and(|(_, on)| *on),
     };
     if args.disruption {
@@ -211,6 +216,7 @@ fn render(plan: &Plan) -> String {
     }
     let mut out = table.render();
     out.push_str(&render_overlays(plan));
+    out.push_str(&render_static_pools(plan));
     out.push_str(&render_extensions(plan));
     out.push_str(&render_cluster(&plan.cluster));
     for node in &plan.existing_nodes {
@@ -304,6 +310,45 @@ fn render_overlays(plan: &Plan) -> String {
                 claim.name, claim.price_per_hour, claim.list_price_per_hour
             ));
         }
+    }
+    out
+}
+
+/// One line per static NodePool: what it opens (and at what price) or
+/// deletes, or why it holds.
+fn render_static_pools(plan: &Plan) -> String {
+    let mut out = String::new();
+    if plan.static_node_pools.is_empty() {
+        return out;
+    }
+    out.push_str(
+        "
+static node pools:
+",
+    );
+    for pool in &plan.static_node_pools {
+        let mut line = format!(
+            "  {}: {} of {} replicas",
+            pool.node_pool, pool.active, pool.replicas
+        );
+        if let Some(claim) = &pool.node_claim {
+            line.push_str(&format!(
+                "; opens {} ({} {} in {}, ${:.4}/h together)",
+                count(pool.open as usize, "NodeClaim"),
+                claim.instance_type,
+                claim.capacity_type,
+                claim.zone,
+                pool.price_per_hour
+            ));
+        }
+        if !pool.remove.is_empty() {
+            line.push_str(&format!("; deletes {}", pool.remove.join(", ")));
+        }
+        if let Some(why) = &pool.held {
+            line.push_str(&format!("; held: {why}"));
+        }
+        out.push_str(&line);
+        out.push('\n');
     }
     out
 }

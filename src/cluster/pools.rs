@@ -141,7 +141,7 @@ fn pool_spec(
             )
         })
     });
-    spec.blocked = blocked;
+    spec.blocked = blocked.or_else(|| static_pool(pool));
     extensions.push(PoolOutcome {
         node_class: class_name,
         node_pool: pool_name,
@@ -160,6 +160,18 @@ impl ConfigMapSource for SharedConfigMaps<'_> {
             .map(Arc::as_ref)
             .find(|cm| is_config_map(cm, namespace, name))
     }
+}
+
+/// A static NodePool (`spec.replicas`) keeps its replicas and never
+/// launches for pods; the static capacity controller opens its NodeClaims.
+fn static_pool(pool: &NodePool) -> Option<Blocked> {
+    let replicas = pool.spec.replicas?;
+    Some(Blocked::new(
+        BlockedReason::StaticNodePool,
+        format!(
+            "the NodePool is static (spec.replicas: {replicas}): it keeps that many nodes and never launches for pods"
+        ),
+    ))
 }
 
 /// Why a NodePool may not launch by its own state: being deleted, or not ready.

@@ -14,6 +14,7 @@ pub mod nodeoverlay;
 pub mod nodepool;
 pub mod provisioning;
 pub mod recorder;
+pub mod static_capacity;
 
 use std::sync::Arc;
 

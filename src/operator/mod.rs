@@ -48,6 +48,9 @@ pub struct OperatorSettings {
     /// NodeOverlays change the prices and extended resources every
     /// decision sees.
     pub node_overlay: bool,
+    /// Run the static capacity controller (`--feature-gates
+    /// StaticCapacity=true`): static NodePools are kept at `spec.replicas`.
+    pub static_capacity: bool,
 }
 
 /// Why the operator stopped other than by a shutdown signal.
@@ -297,6 +300,18 @@ impl Operator {
                 nodeclaim::garbage_collection::run(collector).await;
                 "nodeclaim.garbagecollection"
             });
+            if self.settings.static_capacity {
+                let statics = Arc::new(controllers::static_capacity::StaticCapacityContext {
+                    client: self.client.clone(),
+                    state: state.clone(),
+                    instance_types: self.instance_types.clone(),
+                    max_instance_types: self.settings.provisioning.scheduler.max_instance_types,
+                });
+                set.spawn(async move {
+                    controllers::static_capacity::run(statics).await;
+                    "static.capacity"
+                });
+            }
             if self.settings.node_repair {
                 let health = context("node.health");
                 set.spawn(async move {

@@ -35,6 +35,10 @@ pub enum BlockedReason {
     NodePoolDeleting,
     /// The NodePool's `Ready` condition is not `True`.
     NodePoolNotReady,
+    /// The NodePool is static (`spec.replicas`): it keeps its replicas and
+    /// never launches for pods (Karpenter leaves static pools out of the
+    /// scheduler).
+    StaticNodePool,
 }
 
 impl BlockedReason {
@@ -48,6 +52,7 @@ impl BlockedReason {
             BlockedReason::ExtensionsTimedOut => "ExtensionsTimedOut",
             BlockedReason::NodePoolDeleting => "NodePoolDeleting",
             BlockedReason::NodePoolNotReady => "NodePoolNotReady",
+            BlockedReason::StaticNodePool => "StaticNodePool",
         }
     }
 }

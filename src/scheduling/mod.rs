@@ -20,6 +20,7 @@ pub mod pod_key;
 pub mod requirements;
 pub mod resources;
 mod solver;
+pub mod static_claim;
 pub mod taints;
 
 pub use blocked::{Blocked, BlockedReason};
@@ -41,6 +42,7 @@ pub use requirements::{
 };
 pub use resources::{QuantityError, Resources, parse_quantity};
 pub use solver::{Model, Scheduler};
+pub use static_claim::static_node_claim;
 pub use taints::{Taint, TaintEffect, Toleration};
 
 #[cfg(test)]

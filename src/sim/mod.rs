@@ -15,6 +15,7 @@ pub mod double;
 pub mod manifests;
 pub mod plan;
 pub mod sandbox;
+pub mod static_pools;
 pub mod workloads;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -67,6 +68,18 @@ pub struct SimulateOptions {
     /// The `NodeOverlay` feature gate: apply the NodeOverlays read
     /// (otherwise they are listed as not applied).
     pub node_overlay: bool,
+    /// The `StaticCapacity` feature gate: report what static NodePools
+    /// would open or delete (otherwise they are listed as held).
+    pub static_capacity: bool,
+}
+
+/// The controller's feature gates a simulated round follows.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SimulateGates {
+    /// `NodeOverlay`: apply the NodeOverlays read.
+    pub node_overlay: bool,
+    /// `StaticCapacity`: static NodePools open and delete NodeClaims.
+    pub static_capacity: bool,
 }
 
 /// Runs one provisioning round on the embedded catalog and returns the plan.
@@ -85,12 +98,11 @@ pub fn simulate_with(
     let manifests = Manifests::load(&options.paths)?;
     let extensions = Arc::new(Extensions::new(HostConfig::default())?);
     let provider = InstanceTypeProvider::new(Arc::new(catalog), extensions, Arc::default());
-    let mut plan = plan_gated(
-        manifests,
-        &provider,
-        options.ignore_preferences,
-        options.node_overlay,
-    )?;
+    let gates = SimulateGates {
+        node_overlay: options.node_overlay,
+        static_capacity: options.static_capacity,
+    };
+    let mut plan = plan_gated(manifests, &provider, options.ignore_preferences, gates)?;
     plan.catalog = kind;
     Ok(plan)
 }
@@ -134,7 +146,12 @@ pub fn plan(
     instance_types: &InstanceTypeProvider,
     ignore_preferences: bool,
 ) -> Result<Plan, SimulateError> {
-    plan_gated(manifests, instance_types, ignore_preferences, false)
+    plan_gated(
+        manifests,
+        instance_types,
+        ignore_preferences,
+        SimulateGates::default(),
+    )
 }
 
 /// What became of the manifests' NodeOverlays: with the gate on, evaluated
@@ -166,12 +183,12 @@ fn apply_overlays(
     statuses.iter().map(plan::OverlayReport::from).collect()
 }
 
-/// [`plan`] with the `NodeOverlay` feature gate as given.
+/// [`plan`] with the feature gates as given.
 pub fn plan_gated(
     manifests: Manifests,
     instance_types: &InstanceTypeProvider,
     ignore_preferences: bool,
-    node_overlay: bool,
+    gates: SimulateGates,
 ) -> Result<Plan, SimulateError> {
     if manifests.node_pools.is_empty() {
         return Err(SimulateError::NoNodePool);
@@ -181,7 +198,7 @@ pub fn plan_gated(
         ..SchedulerOptions::default()
     };
     let snapshot = manifests.snapshot();
-    let node_overlays = apply_overlays(&manifests, &snapshot, instance_types, node_overlay);
+    let node_overlays = apply_overlays(&manifests, &snapshot, instance_types, gates.node_overlay);
     let prepared = scheduler_input(
         &snapshot,
         instance_types,
@@ -199,6 +216,13 @@ pub fn plan_gated(
         .collect();
     let in_flight: BTreeSet<String> = input.in_flight.iter().map(|n| n.name.clone()).collect();
     let cluster = cluster_summary(&manifests, &snapshot, input);
+    let static_node_pools = static_pools::static_pools(
+        &snapshot,
+        &input.node_pools,
+        &input.options,
+        gates.static_capacity,
+        k8s_openapi::jiff::Timestamp::now(),
+    );
     drop(snapshot);
     drop(manifests);
     let started = Instant::now();
@@ -211,6 +235,7 @@ pub fn plan_gated(
     let mut plan = Plan::new(&region, &result, &pools, &in_flight, solve_millis);
     plan.cluster = cluster;
     plan.node_overlays = node_overlays;
+    plan.static_node_pools = static_node_pools;
     plan.extensions = prepared
         .extensions
         .iter()

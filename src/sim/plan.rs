@@ -204,6 +204,10 @@ pub struct Plan {
     pub extensions: Vec<ExtensionRun>,
     /// Every NodeOverlay read, whether it applied and why not.
     pub node_overlays: Vec<OverlayReport>,
+    /// What each static NodePool (`spec.replicas`) would open or delete;
+    /// left out of the JSON when there is none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub static_node_pools: Vec<super::static_pools::StaticPoolPlan>,
 }
 
 /// What became of one NodeOverlay in a simulation.
@@ -354,6 +358,7 @@ impl Plan {
             solve_millis,
             extensions: Vec::new(),
             node_overlays: Vec::new(),
+            static_node_pools: Vec::new(),
         }
     }
 }

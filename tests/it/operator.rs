@@ -222,6 +222,7 @@ fn operator_on(
             node_repair: false,
             spot_to_spot_consolidation: false,
             node_overlay: false,
+            static_capacity: false,
         },
     }
 }

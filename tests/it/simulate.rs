@@ -15,6 +15,7 @@ fn run(paths: &[&str]) -> Result<Plan, SimulateError> {
         region: "us-east-1".to_string(),
         ignore_preferences: false,
         node_overlay: false,
+        static_capacity: false,
     })
 }
 
@@ -344,6 +345,7 @@ fn a_pod_selecting_another_placement_group_is_not_placed() {
         region: "us-east-1".to_string(),
         ignore_preferences: false,
         node_overlay: false,
+        static_capacity: false,
     })
     .unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
@@ -378,6 +380,7 @@ fn quickstart_limited_to(limit: &str) -> Result<Plan, SimulateError> {
         region: "us-east-1".to_string(),
         ignore_preferences: false,
         node_overlay: false,
+        static_capacity: false,
     });
     std::fs::remove_dir_all(&dir).unwrap();
     plan

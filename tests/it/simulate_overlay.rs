@@ -64,7 +64,11 @@ fn plan(yaml: &str, gate: bool) -> Plan {
     let catalog = Arc::new(Catalog::embedded("us-east-1").unwrap());
     let extensions = Arc::new(Extensions::new(HostConfig::default()).unwrap());
     let provider = InstanceTypeProvider::new(catalog, extensions, Arc::default());
-    nodewright::sim::plan_gated(manifests, &provider, false, gate).unwrap()
+    let gates = nodewright::sim::SimulateGates {
+        node_overlay: gate,
+        ..Default::default()
+    };
+    nodewright::sim::plan_gated(manifests, &provider, false, gates).unwrap()
 }
 
 #[test]
@@ -267,6 +271,7 @@ fn the_example_overlays_apply_to_the_quickstart() {
             region: "us-east-1".to_string(),
             ignore_preferences: false,
             node_overlay: gate,
+            static_capacity: false,
         })
         .unwrap()
     };

@@ -67,6 +67,7 @@ fn a_kubectl_snapshot_places_only_its_pending_pods() {
         region: "us-east-1".to_string(),
         ignore_preferences: false,
         node_overlay: false,
+        static_capacity: false,
     })
     .unwrap();
 

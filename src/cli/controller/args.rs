@@ -90,9 +90,10 @@ pub struct ControllerArgs {
     /// nodes whose conditions stay unhealthy (off by default),
     /// `SpotToSpotConsolidation=true` lets consolidation replace spot nodes
     /// with cheaper spot nodes (off by default), `NodeOverlay=true` applies
-    /// NodeOverlays (alpha, off by default), and turning on a gate whose
-    /// feature nodewright does not have (`StaticCapacity`,
-    /// `CapacityBuffer`) is refused.
+    /// NodeOverlays (alpha, off by default), `StaticCapacity=true` keeps
+    /// static NodePools (`spec.replicas`) at their replicas (alpha, off by
+    /// default), and turning on a gate whose feature nodewright does not
+    /// have (`CapacityBuffer`) is refused.
     #[arg(long, env = "FEATURE_GATES", default_value = "")]
     pub feature_gates: String,
     /// Address the metrics and health endpoints listen on (all interfaces
@@ -218,7 +219,7 @@ const FEATURE_GATES: &[(&str, bool)] = &[
     ("NodeRepair", true),
     ("SpotToSpotConsolidation", true),
     ("NodeOverlay", true),
-    ("StaticCapacity", false),
+    ("StaticCapacity", true),
     ("CapacityBuffer", false),
 ];
 
@@ -379,6 +380,7 @@ impl ControllerArgs {
             node_repair: self.feature_gate("NodeRepair"),
             spot_to_spot_consolidation: self.feature_gate("SpotToSpotConsolidation"),
             node_overlay: self.feature_gate("NodeOverlay"),
+            static_capacity: self.feature_gate("StaticCapacity"),
         }
     }
 }

@@ -352,6 +352,7 @@ mod tests {
             "NodeRepair=true,ReservedCapacity=true",
             "SpotToSpotConsolidation=true",
             "NodeOverlay=true",
+            "StaticCapacity=true",
         ] {
             assert!(
                 args(&["--feature-gates", gates])
@@ -361,7 +362,7 @@ mod tests {
             );
         }
         for (gates, needle) in [
-            ("StaticCapacity=true", "does not have"),
+            ("CapacityBuffer=true", "does not have"),
             ("NodeRepair=true,CapacityBuffer=true", "does not have"),
             ("Bogus=true", "unknown gate"),
             ("ReservedCapacity=false", "always uses"),
@@ -391,6 +392,14 @@ mod tests {
         let on = args(&["--feature-gates", "NodeOverlay=true"]);
         assert!(on.check_feature_gates().is_ok());
         assert!(on.operator_settings().node_overlay);
+    }
+
+    #[test]
+    fn the_static_capacity_gate_reaches_the_operator_off_by_default() {
+        assert!(!args(&[]).operator_settings().static_capacity);
+        let on = args(&["--feature-gates", "StaticCapacity=true"]);
+        assert!(on.check_feature_gates().is_ok());
+        assert!(on.operator_settings().static_capacity);
     }
 
     #[test]

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use super::balanced::{PoolTotals, ScoredMove};
+use super::methods::static_drift::StaticPool;
 use super::record::PoolTypes;
 use super::types::{Allowed, Candidate, Destination, KeptReason, Method, Verdict};
 use crate::apis::nodepool::DisruptionReason;
@@ -81,6 +82,9 @@ pub struct PassContext<'a> {
     pub totals: &'a BTreeMap<String, PoolTotals>,
     /// The consolidation moves scored in the pass, as they are scored.
     pub moves: &'a RefCell<Vec<ScoredMove>>,
+    /// Each static NodePool's counts and replacement NodeClaim, for static
+    /// drift.
+    pub statics: &'a BTreeMap<String, StaticPool>,
 }
 
 impl PassContext<'_> {

@@ -16,6 +16,7 @@ use super::balanced::{PoolTotals, ScoredMove};
 use super::budgets::{NodeCount, NodeState, allowed_disruptions, remaining};
 use super::candidates::{candidates, expired};
 use super::context::{PassContext, UnsafeDestination};
+use super::methods::static_drift::static_pools;
 use super::methods::{
     Verdicts, drift, emptiness, every_candidate, expiration, multi_node, single_node,
 };
@@ -137,6 +138,13 @@ pub fn pass(
         },
     );
     let deleting = deleting_pods(&records, &prepared.input);
+    let statics = static_pools(
+        cluster,
+        &prepared.input.node_pools,
+        marked,
+        at,
+        options.scheduler.max_instance_types,
+    );
     let model = Model::compile(prepared.input);
     let mut solve_millis = started.elapsed().as_secs_f64() * 1000.0;
 
@@ -169,6 +177,7 @@ pub fn pass(
         scores: &scores,
         totals: &totals,
         moves: &moves,
+        statics: &statics,
     };
     let started = Instant::now();
     let mut verdicts = Verdicts::new();

@@ -282,7 +282,7 @@ pub fn eviction_cost(pod: &K8sPod) -> f64 {
 
 /// Karpenter's `LifetimeRemaining`: the share of `expireAfter` left (1
 /// without expiry), in [0, 1].
-fn lifetime_remaining(claim: &NodeClaim, now: Timestamp) -> f64 {
+pub fn lifetime_remaining(claim: &NodeClaim, now: Timestamp) -> f64 {
     let (Ok(Some(expiry)), Some(created)) = (
         expires_at(claim),
         claim.metadata.creation_timestamp.as_ref(),

@@ -175,7 +175,9 @@ pub enum Destination {
     /// The command's replacement at this index.
     Replacement(usize),
     /// Nowhere yet: an expired node's pod, placed by provisioning once it
-    /// is pending (expiration does not wait for room).
+    /// is pending (expiration does not wait for room), or a pod of a static
+    /// NodePool's drifted node, which kube-scheduler places on the
+    /// replacement (static drift does not plan pods, as in Karpenter).
     Pending,
 }
 

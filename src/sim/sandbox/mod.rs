@@ -134,6 +134,9 @@ pub struct SandboxSettings {
     /// heartbeats. `listen`, `event_ttl` and `faults` are the double's and
     /// do not apply.
     pub cluster: Option<PathBuf>,
+    /// Run the static capacity controller (`--feature-gates
+    /// StaticCapacity=true`), as the controller does with the gate on.
+    pub static_capacity: bool,
 }
 
 /// The identity nodewright's controllers run under in the sandbox, as the
@@ -172,6 +175,7 @@ impl Default for SandboxSettings {
             faults: None,
             event_ttl: Duration::from_secs(60 * 60),
             cluster: None,
+            static_capacity: false,
         }
     }
 }
@@ -516,6 +520,7 @@ impl Sandbox {
                 cloud.clone(),
             );
             let batch = settings.batch;
+            let static_capacity = settings.static_capacity;
             Arc::new(move || Operator {
                 client: client.clone(),
                 instance_types: instance_types.clone(),
@@ -534,6 +539,7 @@ impl Sandbox {
                     node_repair: false,
                     spot_to_spot_consolidation: false,
                     node_overlay: false,
+                    static_capacity,
                 },
             })
         };

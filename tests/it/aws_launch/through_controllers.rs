@@ -111,6 +111,7 @@ async fn a_pending_pod_launches_an_instance_in_moto_and_its_deletion_terminates_
             node_repair: false,
             spot_to_spot_consolidation: false,
             node_overlay: false,
+            static_capacity: false,
         },
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

@@ -4,13 +4,16 @@
 //! replacements is the command — one node per command, the next pass takes
 //! the next while this one's replacements come up. Drift is eventual: a
 //! node whose pods block eviction is taken when its NodeClaim has a
-//! `terminationGracePeriod`, which bounds the drain.
+//! `terminationGracePeriod`, which bounds the drain. A static NodePool's
+//! drifted node is replaced from its template instead
+//! ([`static_drift`](super::static_drift)).
 
 use k8s_openapi::jiff::Timestamp;
 
 use super::super::context::{PassContext, moves, note, own_replacements};
 use super::super::types::{Candidate, Command, KeptReason, Method};
 use super::Verdicts;
+use super::static_drift::static_drift;
 use crate::apis::conditions::{NODE_CLAIM_DRIFTED, find_condition};
 use crate::apis::nodepool::DisruptionReason;
 
@@ -27,20 +30,6 @@ pub fn drift(
         .collect();
     drifted.sort_by_key(|c| (!c.pods.is_empty(), drifted_at(c), c.name.clone()));
     for c in drifted {
-        if c.node_pool.spec.replicas.is_some() {
-            note(
-                verdicts,
-                &c.name,
-                (
-                    KeptReason::Policy,
-                    format!(
-                        "NodePool {:?} is static (spec.replicas); its drifted nodes are replaced by the static drift of its replicas",
-                        c.pool
-                    ),
-                ),
-            );
-            continue;
-        }
         if let Some(verdict) = c.blocked_for(Method::Drift) {
             let mut verdict = verdict.clone();
             verdict.1.push_str(
@@ -55,6 +44,13 @@ pub fn drift(
                 &c.name,
                 ctx.budget_verdict(&c.pool, DisruptionReason::Drifted),
             );
+            continue;
+        }
+        if c.node_pool.spec.replicas.is_some() {
+            match static_drift(ctx.statics.get(&c.pool), c) {
+                Ok(command) => return Some(command),
+                Err(verdict) => note(verdicts, &c.name, verdict),
+            }
             continue;
         }
         match ctx.reschedule(Method::Drift, &[c]) {

@@ -11,6 +11,7 @@ mod emptiness;
 mod expiration;
 mod multi_node;
 mod single_node;
+pub mod static_drift;
 
 use std::collections::BTreeMap;
 

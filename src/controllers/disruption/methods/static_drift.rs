@@ -1,0 +1,96 @@
+//! Static drift (Karpenter's `StaticDrift`): a drifted node of a static
+//! NodePool (`spec.replicas`) is replaced by a NodeClaim from the pool's
+//! template, within the pool's `Drifted` budget and `limits.nodes`, once
+//! any scale-down has finished. Its pods are not planned: they can only
+//! run on the pool's capacity, and kube-scheduler places them on the
+//! replacement, which is initialized before the node is drained.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::jiff::Timestamp;
+
+use super::super::types::{Candidate, Command, Destination, KeptReason, Method, Verdict};
+use crate::cluster::ClusterSnapshot;
+use crate::controllers::static_capacity::{StaticPlan, plan_static_pool};
+use crate::scheduling::{NewNodeClaim, NodePoolSpec, static_node_claim};
+
+/// A static pool as one pass sees it: its counts and the NodeClaim a
+/// replacement would be.
+#[derive(Clone, Debug)]
+pub struct StaticPool {
+    /// The pool's counts and limit.
+    pub plan: StaticPlan,
+    /// The replacement NodeClaim, or why it cannot be opened.
+    pub template: Result<NewNodeClaim, String>,
+}
+
+/// Every static pool of `cluster` (specs `specs`), the Nodes in `marked`
+/// counted as pending disruption.
+pub fn static_pools(
+    cluster: &ClusterSnapshot,
+    specs: &[NodePoolSpec],
+    marked: &BTreeSet<String>,
+    at: Timestamp,
+    max_instance_types: usize,
+) -> BTreeMap<String, StaticPool> {
+    cluster
+        .node_pools
+        .iter()
+        .filter_map(|pool| plan_static_pool(cluster, pool, marked, at))
+        .map(|plan| {
+            let template = specs
+                .iter()
+                .find(|s| s.name == plan.node_pool)
+                .ok_or_else(|| "the NodePool cannot be read".to_string())
+                .and_then(|spec| static_node_claim(spec, max_instance_types));
+            (plan.node_pool.clone(), StaticPool { plan, template })
+        })
+        .collect()
+}
+
+/// The command that replaces drifted candidate `c` of static pool `pool`,
+/// or why not. The caller has checked the candidate's blocks and budget.
+pub fn static_drift(pool: Option<&StaticPool>, c: &Candidate) -> Result<Command, Verdict> {
+    let Some(pool) = pool else {
+        return Err((
+            KeptReason::Policy,
+            format!("NodePool {:?} is static but cannot be read", c.pool),
+        ));
+    };
+    let plan = &pool.plan;
+    let counts = plan.counts;
+    if counts.active + counts.pending_disruption > plan.replicas {
+        return Err((
+            KeptReason::Policy,
+            format!(
+                "NodePool {:?} is static and scaling down to {} replicas; drifted nodes are replaced once it has",
+                c.pool, plan.replicas
+            ),
+        ));
+    }
+    if plan.room() < 1 {
+        return Err((
+            KeptReason::Policy,
+            format!(
+                "NodePool {:?} is static and its limits.nodes leaves no room for a replacement ({} active, {} being deleted, {} pending disruption)",
+                c.pool, counts.active, counts.deleting, counts.pending_disruption
+            ),
+        ));
+    }
+    let replacement = pool.template.clone().map_err(|why| {
+        (
+            KeptReason::PodsDoNotFit,
+            format!("no replacement for static NodePool {:?}: {why}", c.pool),
+        )
+    })?;
+    Ok(Command {
+        method: Method::Drift,
+        candidates: vec![c.clone()],
+        replacements: vec![replacement],
+        moves: c
+            .pods
+            .iter()
+            .map(|pod| (pod.clone(), Destination::Pending))
+            .collect(),
+    })
+}

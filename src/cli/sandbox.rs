@@ -98,7 +98,7 @@ pub struct SandboxArgs {
     /// `nodewright controller` reads them; the sandbox acts on
     /// `StaticCapacity=true` (static NodePools kept at `spec.replicas`)
     /// and refuses other gates turned on.
-    #[arg(long, value_name = "GATES", default_value = "", value_parser = parse_gates)]
+    #[arg(long, value_name = "GATES", default_value = "", value_parser = parse_gates, action = clap::ArgAction::Set)]
     feature_gates: bool,
     /// Log lines on stderr: readable text, or one JSON object per line.
     #[arg(long, value_enum, default_value_t = LogFormatArg::Text)]

@@ -54,6 +54,7 @@ mod sandbox_kubectl;
 mod sandbox_placement;
 mod sandbox_rbac;
 mod sandbox_rollout;
+mod sandbox_static;
 mod simulate;
 mod simulate_disruption;
 mod simulate_overlay;

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use super::control_plane::ControlPlane;
 use super::sandbox_kubectl::{
-    Backend, Process, Started, kubectl, start_sandbox_on, until, until_within,
+    Backend, Process, Started, kubectl, start_sandbox_with, until, until_within,
 };
 
 /// A running sandbox, stopped (SIGTERM) and cleaned up when dropped, also
@@ -28,13 +28,18 @@ pub(crate) struct Sandbox {
 impl Sandbox {
     /// The sandbox on `backend`.
     pub(crate) fn start_on(name: &str, backend: Backend) -> Sandbox {
+        Sandbox::start_with(name, backend, &[])
+    }
+
+    /// The sandbox on `backend`, started with more `args`.
+    pub(crate) fn start_with(name: &str, backend: Backend, args: &[&str]) -> Sandbox {
         let Started {
             child,
             dir,
             kubeconfig,
             control_plane,
             ..
-        } = start_sandbox_on(name, backend);
+        } = start_sandbox_with(name, backend, args);
         Sandbox {
             child,
             dir,

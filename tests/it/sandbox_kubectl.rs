@@ -113,6 +113,11 @@ pub(crate) struct Started {
 /// `nodewright sandbox` started on `backend` as a user starts it, with a
 /// directory of its own (named after `name`).
 pub(crate) fn start_sandbox_on(name: &str, backend: Backend) -> Started {
+    start_sandbox_with(name, backend, &[])
+}
+
+/// [`start_sandbox_on`] with more `args` to `nodewright sandbox`.
+pub(crate) fn start_sandbox_with(name: &str, backend: Backend, args: &[&str]) -> Started {
     let dir = std::env::temp_dir().join(format!(
         "nodewright-{name}-{backend:?}-{}",
         std::process::id()
@@ -136,6 +141,7 @@ pub(crate) fn start_sandbox_on(name: &str, backend: Backend) -> Started {
     let log = std::fs::File::create(dir.join("sandbox.log")).unwrap();
     let mut child = command
         .args(["--launch-delay", "0s", "--register-delay", "0s"])
+        .args(args)
         .current_dir(&root)
         .stdout(Stdio::piped())
         .stderr(log)

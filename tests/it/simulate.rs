@@ -413,3 +413,82 @@ fn a_price_limit_caps_the_plan_and_the_pods_past_it_say_why() {
         "{error}"
     );
 }
+
+/// `simulate --feature-gates StaticCapacity=true` on the example static
+/// pool: three NodeClaims of the template's type opened, with their price;
+/// without the gate the pool is listed as held; a pod that only the static
+/// pool could take is not planned a NodeClaim, and says the pool is
+/// static.
+#[test]
+fn a_static_node_pool_opens_its_replicas_and_takes_no_pending_pod() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let dir = std::env::temp_dir().join(format!("nodewright-static-sim-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("pod.yaml"),
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: ingress, namespace: default}\nspec:\n  nodeSelector: {karpenter.sh/nodepool: static-ingress}\n  containers: [{name: c, image: nginx, resources: {requests: {cpu: 100m}}}]\n",
+    )
+    .unwrap();
+    let options = |gate: bool| SimulateOptions {
+        paths: vec![
+            root.join("examples/quickstart/ec2nodeclass.yaml"),
+            root.join("examples/nodepools/static.yaml"),
+            dir.join("pod.yaml"),
+        ],
+        region: "us-east-1".to_string(),
+        ignore_preferences: false,
+        node_overlay: false,
+        static_capacity: gate,
+    };
+    let plan = simulate(&options(true)).unwrap();
+    assert_eq!(plan.static_node_pools.len(), 1);
+    let pool = &plan.static_node_pools[0];
+    assert_eq!(
+        (
+            pool.node_pool.as_str(),
+            pool.replicas,
+            pool.active,
+            pool.open
+        ),
+        ("static-ingress", 3, 0, 3)
+    );
+    let claim = pool.node_claim.as_ref().unwrap();
+    assert_eq!(claim.instance_type, "m7i.large");
+    assert!((pool.price_per_hour - 3.0 * claim.price_per_hour).abs() < 1e-9);
+    assert!(pool.held.is_none());
+    assert!(plan.node_claims.is_empty(), "{:?}", plan.node_claims);
+    assert_eq!(plan.unschedulable.len(), 1);
+    assert!(
+        plan.unschedulable[0].reason.contains("static"),
+        "{}",
+        plan.unschedulable[0].reason
+    );
+    let json = serde_json::to_value(&plan).unwrap();
+    let listed = &json["staticNodePools"][0];
+    for key in [
+        "nodePool",
+        "replicas",
+        "active",
+        "open",
+        "remove",
+        "nodeClaim",
+        "pricePerHour",
+        "held",
+    ] {
+        assert!(
+            listed.get(key).is_some(),
+            "staticNodePools[].{key}: {listed}"
+        );
+    }
+    let off = simulate(&options(false)).unwrap();
+    assert_eq!(off.static_node_pools[0].open, 0);
+    assert!(
+        off.static_node_pools[0]
+            .held
+            .as_deref()
+            .is_some_and(|h| h.contains("StaticCapacity")),
+        "{:?}",
+        off.static_node_pools[0]
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

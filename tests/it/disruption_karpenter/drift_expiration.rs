@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use super::super::disruption_fixture::{
-    NodeSpec, cluster, decisions, default_disruption, doc, kept, kept_reason, run,
+    NodeSpec, cluster, decisions, default_disruption, doc, run,
 };
 
 fn drifted(docs: &mut [Value], claim: &str, at: &str) {
@@ -60,19 +60,22 @@ fn empty_drifted_nodes_go_first() {
 }
 
 /// "should not consider static nodepool for drift": a static NodePool's
-/// nodes are replaced by its own drift (StaticDrift), not by this method.
+/// node is not rescheduled by drift; static drift replaces it with a
+/// NodeClaim from the template and plans none of its pods, which
+/// kube-scheduler places on the replacement.
 #[test]
-fn drift_leaves_a_static_node_pools_nodes() {
+fn drift_leaves_a_static_node_pools_nodes_to_static_drift() {
     let mut docs = cluster(default_disruption(), &[busy("a", &[("p1", "3")])]);
     doc(&mut docs, "NodePool", "default")["spec"]["replicas"] = json!(1);
     drifted(&mut docs, "claim-a", "2026-11-26T11:00:00Z");
     let out = run(&docs, false);
-    assert!(
-        decisions(&out).iter().all(|d| d.0 != "drift"),
-        "{:?}",
-        decisions(&out)
-    );
-    assert_eq!(kept_reason(&out, "a"), "policy", "{:?}", kept(&out));
+    let d = decisions(&out);
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!((d[0].0.as_str(), d[0].1.as_str()), ("drift", "replace"));
+    let decision = &out.disruption.decisions[0];
+    assert!(decision.replacements[0].pods.is_empty());
+    assert_eq!(decision.pods.len(), 1);
+    assert_eq!(decision.pods[0].to, None, "{:?}", decision.pods);
 }
 
 /// "Expiration should remove nodeclaims that are expired" and "should

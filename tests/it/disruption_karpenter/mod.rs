@@ -10,3 +10,4 @@ mod budgets;
 mod candidates;
 mod consolidation;
 mod drift_expiration;
+mod static_drift;

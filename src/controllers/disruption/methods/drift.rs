@@ -29,7 +29,7 @@ pub fn drift(
         .filter(|c| c.marks.drifted.is_some())
         .collect();
     drifted.sort_by_key(|c| (!c.pods.is_empty(), drifted_at(c), c.name.clone()));
-    for c in drifted {
+    for &c in &drifted {
         if let Some(verdict) = c.blocked_for(Method::Drift) {
             let mut verdict = verdict.clone();
             verdict.1.push_str(
@@ -47,7 +47,13 @@ pub fn drift(
             continue;
         }
         if c.node_pool.spec.replicas.is_some() {
-            match static_drift(ctx.statics.get(&c.pool), c) {
+            // The pool's drifted nodes that may go, this one first.
+            let mut group = vec![c];
+            group.extend(drifted.iter().copied().filter(|o| {
+                o.pool == c.pool && o.name != c.name && o.blocked_for(Method::Drift).is_none()
+            }));
+            let allowed = ctx.allowed(&c.pool, DisruptionReason::Drifted);
+            match static_drift(ctx.statics.get(&c.pool), &group, allowed) {
                 Ok(command) => return Some(command),
                 Err(verdict) => note(verdicts, &c.name, verdict),
             }

@@ -1,9 +1,10 @@
-//! Static drift (Karpenter's `StaticDrift`): a drifted node of a static
-//! NodePool (`spec.replicas`) is replaced by a NodeClaim from the pool's
-//! template, within the pool's `Drifted` budget and `limits.nodes`, once
-//! any scale-down has finished. Its pods are not planned: they can only
-//! run on the pool's capacity, and kube-scheduler places them on the
-//! replacement, which is initialized before the node is drained.
+//! Static drift (Karpenter's `StaticDrift`): drifted nodes of a static
+//! NodePool (`spec.replicas`) are replaced by NodeClaims from the pool's
+//! template — as many in one command as the pool's `Drifted` budget and
+//! `limits.nodes` allow — once any scale-down has finished, and the next
+//! wave waits until they are gone. Their pods are not planned: they can
+//! only run on the pool's capacity, and kube-scheduler places them on the
+//! replacements, which are initialized before the nodes are drained.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -48,9 +49,19 @@ pub fn static_pools(
         .collect()
 }
 
-/// The command that replaces drifted candidate `c` of static pool `pool`,
-/// or why not. The caller has checked the candidate's blocks and budget.
-pub fn static_drift(pool: Option<&StaticPool>, c: &Candidate) -> Result<Command, Verdict> {
+/// The command that replaces drifted candidates `group` of static pool
+/// `pool` (in the order drift takes them, none blocked), as many as its
+/// budget (`allowed`) and `limits.nodes` let go at once (Karpenter's
+/// `ComputeCommands` reserves them together), or why none. The caller has
+/// checked the first candidate's blocks and that `allowed` is not 0.
+pub fn static_drift(
+    pool: Option<&StaticPool>,
+    group: &[&Candidate],
+    allowed: usize,
+) -> Result<Command, Verdict> {
+    let Some(c) = group.first() else {
+        return Err((KeptReason::Policy, "no drifted candidate".to_string()));
+    };
     let Some(pool) = pool else {
         return Err((
             KeptReason::Policy,
@@ -83,14 +94,17 @@ pub fn static_drift(pool: Option<&StaticPool>, c: &Candidate) -> Result<Command,
             format!("no replacement for static NodePool {:?}: {why}", c.pool),
         )
     })?;
+    let room = usize::try_from(plan.room()).unwrap_or(usize::MAX);
+    let taken: Vec<&Candidate> = group.iter().copied().take(allowed.min(room)).collect();
+    let mut moves: Vec<_> = taken
+        .iter()
+        .flat_map(|c| c.pods.iter().map(|pod| (pod.clone(), Destination::Pending)))
+        .collect();
+    moves.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(Command {
         method: Method::Drift,
-        candidates: vec![c.clone()],
-        replacements: vec![replacement],
-        moves: c
-            .pods
-            .iter()
-            .map(|pod| (pod.clone(), Destination::Pending))
-            .collect(),
+        replacements: vec![replacement; taken.len()],
+        candidates: taken.into_iter().cloned().collect(),
+        moves,
     })
 }

@@ -13,6 +13,7 @@ use nodewright_host::harness::{Harness, ami};
 use nodewright_host::sdk::{Ami, AmiState, Architecture, Context, InstanceTypeInfo};
 use nodewright_host::{Host, HostConfig, Inspection, ModuleRef, Role};
 
+mod bench;
 mod report;
 mod scaffold;
 
@@ -38,6 +39,10 @@ enum FilterCommand {
     /// its contract version, its imports (and whether the sandbox refuses
     /// them), size and sha256. Nothing is run.
     Inspect(InspectArgs),
+    /// Time a component: its first load (compile and precompiled artifact
+    /// written), the artifact's load, and p50/p99 call times over the
+    /// embedded catalog or each NodePool's types of a cluster snapshot.
+    Bench(BenchArgs),
     /// Create a ready-to-build filter crate in directory NAME, depending on
     /// the SDK and harness of this nodewright's version from crates.io (or on
     /// a source checkout's, with --nodewright).
@@ -122,6 +127,35 @@ impl From<RoleArg> for Role {
     }
 }
 
+/// Arguments of `nodewright filter bench`.
+#[derive(Debug, Args)]
+struct BenchArgs {
+    /// The component file (`.wasm`) or `builtin:NAME`.
+    component: String,
+    /// Which world the component implements.
+    #[arg(long, value_enum)]
+    role: RoleArg,
+    /// The `config` JSON the component receives.
+    #[arg(long, default_value = "{}")]
+    config: String,
+    /// A cluster snapshot or manifests (`kubectl get nodepools,ec2nodeclasses
+    /// -o yaml`, `-` for standard input): each NodePool's instance types,
+    /// resolved from its EC2NodeClass, are one run, with the NodePool and
+    /// class as context. Without it, the embedded catalog's types (filters,
+    /// scorers) or the sample AMIs (selectors). Not for ami-selector.
+    #[arg(long, value_name = "FILE")]
+    snapshot: Option<PathBuf>,
+    /// Timed calls per run (after three warm-up calls).
+    #[arg(long, default_value_t = 200)]
+    calls: usize,
+    /// Region of the embedded catalog.
+    #[arg(long, default_value = "us-east-1")]
+    region: String,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Output::Text)]
+    output: Output,
+}
+
 /// Arguments of `nodewright filter new`.
 #[derive(Debug, Args)]
 struct NewArgs {
@@ -182,6 +216,7 @@ pub fn run(args: FilterArgs) -> Result<(), CliError> {
     match args.command {
         FilterCommand::Test(a) => test(&a),
         FilterCommand::Inspect(a) => inspect(&a),
+        FilterCommand::Bench(a) => bench(&a),
         FilterCommand::New(a) => {
             let source = scaffold::sdk_source(a.nodewright.as_deref())?;
             let text = scaffold::create(&a.name, Role::from(a.role), &source)?;
@@ -249,6 +284,42 @@ fn test(args: &TestArgs) -> Result<(), CliError> {
             if shadow { " in shadow mode" } else { "" },
             report.text()
         )),
+    }
+}
+
+fn bench(args: &BenchArgs) -> Result<(), CliError> {
+    let role = Role::from(args.role);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+        .unwrap_or(0);
+    let context = Context {
+        node_pool: "default".to_string(),
+        node_class: "default".to_string(),
+        region: args.region.clone(),
+        config: args.config.clone(),
+        now,
+    };
+    let workloads = match (&args.snapshot, role) {
+        (Some(_), Role::AmiSelector) => {
+            return Err("--snapshot gives instance types; an ami-selector is timed on the sample AMIs: leave --snapshot out".into());
+        }
+        (Some(path), _) => bench::snapshot_workloads(path, &args.region, &args.config, now)?,
+        (None, Role::AmiSelector) => vec![bench::Workload {
+            node_pool: None,
+            context,
+            candidates: bench::Candidates::Amis(amis(None)?),
+        }],
+        (None, _) => vec![bench::Workload {
+            node_pool: None,
+            context,
+            candidates: bench::Candidates::Types(instance_types(None, &args.region)?),
+        }],
+    };
+    let report = bench::bench(&args.component, role, workloads, args.calls)?;
+    match args.output {
+        Output::Json => emit(&format!("{}\n", serde_json::to_string_pretty(&report)?)),
+        Output::Text => emit(&bench::render(&report)),
     }
 }
 

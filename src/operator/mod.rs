@@ -306,6 +306,7 @@ impl Operator {
                     state: state.clone(),
                     instance_types: self.instance_types.clone(),
                     max_instance_types: self.settings.provisioning.scheduler.max_instance_types,
+                    recorder: recorder.clone(),
                 });
                 set.spawn(async move {
                     controllers::static_capacity::run(statics).await;

@@ -505,3 +505,101 @@ fn scaffolded_crates_pass_their_native_unit_tests() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn filter_bench_times_the_loads_and_the_calls_over_the_catalog_and_a_snapshot() {
+    let wasm = nodewright_host::harness::build_component(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("filters/examples/no-burstable"),
+    )
+    .unwrap();
+    let path = wasm.to_str().unwrap();
+    let json = |out: &Output| -> serde_json::Value {
+        assert!(out.status.success(), "{}", stderr(out));
+        serde_json::from_str(&stdout(out)).unwrap()
+    };
+    // Over the embedded catalog: both loads timed, one run of every type.
+    let report = json(&nodewright(&[
+        "filter",
+        "bench",
+        path,
+        "--role",
+        "instance-filter",
+        "--calls",
+        "20",
+        "--output",
+        "json",
+    ]));
+    assert!(
+        report["firstLoadMillis"].as_f64().unwrap() > 0.0,
+        "{report}"
+    );
+    assert!(
+        report["precompiledLoadMillis"].as_f64().unwrap() > 0.0,
+        "{report}"
+    );
+    assert_eq!(
+        report["sha256"],
+        nodewright_host::sha256_hex(&std::fs::read(&wasm).unwrap())
+    );
+    let runs = report["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 1);
+    assert!(runs[0]["nodePool"].is_null());
+    assert_eq!(
+        runs[0]["candidates"].as_u64().unwrap() as usize,
+        embedded_catalog_names().len()
+    );
+    assert_eq!(runs[0]["calls"], 20);
+    let (p50, p99) = (
+        runs[0]["p50Micros"].as_f64().unwrap(),
+        runs[0]["p99Micros"].as_f64().unwrap(),
+    );
+    assert!(p50 > 0.0 && p50 <= p99, "{report}");
+    // Over a snapshot: one run per NodePool, its class's types.
+    let report = json(&nodewright(&[
+        "filter",
+        "bench",
+        path,
+        "--role",
+        "instance-filter",
+        "--snapshot",
+        "examples/snapshot/cluster.yaml",
+        "--calls",
+        "5",
+        "--output",
+        "json",
+    ]));
+    let runs = report["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 1, "{report}");
+    assert_eq!(runs[0]["nodePool"], "general-purpose");
+    assert!(runs[0]["candidates"].as_u64().unwrap() > 0);
+    // A built-in has nothing to load; the text names the figures.
+    let out = nodewright(&[
+        "filter",
+        "bench",
+        "builtin:flex-first",
+        "--role",
+        "priority-scorer",
+        "--calls",
+        "5",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("built in: nothing to load"), "{text}");
+    assert!(text.contains("5 calls: p50"), "{text}");
+    // A selector has no snapshot workload.
+    let out = nodewright(&[
+        "filter",
+        "bench",
+        "builtin:available-amis",
+        "--role",
+        "ami-selector",
+        "--snapshot",
+        "examples/snapshot/cluster.yaml",
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("leave --snapshot out"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -2,8 +2,9 @@
 //! StaticCapacity=true` with the machine's `kubectl`: the example static
 //! pool gets its three nodes with no pod asking, `kubectl scale nodepool`
 //! grows it within `limits.nodes` and shrinks it, `status.nodes` follows,
-//! and a pod for the pool runs on its nodes without a NodeClaim opened for
-//! it. On the API server double and on kube-apiserver (the scale
+//! a pod for the pool runs on its nodes without a NodeClaim opened for it,
+//! and a static pool no instance type fits gets a `StaticCapacityBlocked`
+//! event. On the API server double and on kube-apiserver (the scale
 //! subresource is each one's own).
 
 use std::time::Duration;
@@ -111,4 +112,42 @@ spec:
         |out| out == "Running",
     );
     live_claims(1);
+    // A static pool no instance type satisfies opens nothing and says why.
+    sandbox.apply(
+        r#"apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: static-none}
+spec:
+  replicas: 1
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements:
+      - {key: node.kubernetes.io/instance-type, operator: In, values: [x9.nothing]}
+"#,
+    );
+    let note = until_within(
+        kubeconfig,
+        &[
+            "get",
+            "events",
+            "-A",
+            "--field-selector",
+            "reason=StaticCapacityBlocked,involvedObject.name=static-none",
+            "-o",
+            "jsonpath={.items[*].message}",
+        ],
+        Duration::from_secs(60),
+        |out| !out.is_empty(),
+    );
+    assert!(note.contains("no instance type"), "{note}");
+    let none = sandbox.ok(&[
+        "get",
+        "nodeclaims",
+        "-l",
+        "karpenter.sh/nodepool=static-none",
+        "-o",
+        "name",
+    ]);
+    assert!(none.trim().is_empty(), "{none}");
 }

@@ -19,13 +19,15 @@ use std::time::Duration;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, PostParams};
-use kube::{Client, ResourceExt};
+use kube::runtime::events::{Event, EventType};
+use kube::{Client, Resource, ResourceExt};
 
 pub use plan::{StaticCounts, StaticPlan, plan_static_pool};
 
 use super::ControllerError;
 use super::nodeclaim::delete_claim;
 use super::provisioning::{count_created, generate_name, node_claim_object};
+use super::recorder::Recorder;
 use crate::apis::{NodeClaim, NodePool};
 use crate::aws::instance_types::InstanceTypeProvider;
 use crate::cluster::{ClusterSnapshot, ClusterState, pool_specs};
@@ -45,6 +47,8 @@ pub struct StaticCapacityContext {
     pub instance_types: Arc<InstanceTypeProvider>,
     /// Instance types a NodeClaim names at most.
     pub max_instance_types: usize,
+    /// Publishes events as `nodewright`.
+    pub recorder: Recorder,
 }
 
 /// Runs until the cluster state's feeds end.
@@ -100,7 +104,7 @@ pub async fn reconcile(
     let mut first_error = None;
     for (pool, plan) in &plans {
         if let Some(why) = &plan.held {
-            tracing::info!(nodepool = %plan.node_pool, reason = %why, "static NodePool held");
+            tracing::debug!(nodepool = %plan.node_pool, reason = %why, "static NodePool held");
         }
         let result = if plan.open > 0 {
             let template = templates
@@ -152,6 +156,24 @@ async fn open(
         Ok(template) => template,
         Err(why) => {
             tracing::warn!(nodepool = %plan.node_pool, reason = %why, "static NodePool cannot open NodeClaims");
+            // On the pool: its class is missing or blocked, or no instance
+            // type fits its template.
+            let event = Event {
+                type_: EventType::Warning,
+                reason: "StaticCapacityBlocked".to_string(),
+                note: Some(super::truncate(
+                    format!(
+                        "cannot open the {} NodeClaims spec.replicas asks for: {why}",
+                        plan.open
+                    ),
+                    1024,
+                )),
+                action: "Provisioning".to_string(),
+                secondary: None,
+            };
+            if let Err(error) = ctx.recorder.publish(&event, &pool.object_ref(&())).await {
+                tracing::warn!(%error, "cannot publish event");
+            }
             return Ok(());
         }
     };

@@ -50,9 +50,10 @@ pub struct StaticPlan {
 
 /// The plan of static pool `pool` (`None` for a dynamic pool) on
 /// `snapshot` at `now`, the Nodes in `marked` (taken by earlier offline
-/// disruption passes) counted as pending disruption. A pool being deleted does nothing; one whose
-/// `Ready` condition is present and not `True` opens nothing (Karpenter's
-/// provisioning waits for it) but still scales down.
+/// disruption passes) counted as pending disruption. A pool being deleted
+/// does nothing; one whose `Ready` condition is present and not `True`
+/// opens nothing (Karpenter's provisioning waits for it) but still scales
+/// down.
 pub fn plan_static_pool(
     snapshot: &ClusterSnapshot,
     pool: &NodePool,

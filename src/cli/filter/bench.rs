@@ -1,0 +1,300 @@
+//! `nodewright filter bench`: what a component costs before it ships — the
+//! first load (read, check, compile, and write the precompiled artifact),
+//! the load of that artifact as a restarted controller does it, and the
+//! call time over the embedded catalog's instance types or each NodePool's
+//! types of a cluster snapshot, as p50 and p99 over many calls.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use nodewright_host::harness::Harness;
+use nodewright_host::sdk::{Ami, Context, InstanceTypeInfo};
+use nodewright_host::{Host, HostConfig, LoadedModule, ModuleRef, Role, sha256_hex};
+use serde::Serialize;
+
+use super::FilterCliError;
+use crate::aws::catalog::Catalog;
+use crate::aws::instance_types::{InstanceTypeProvider, filter_records};
+use crate::cli::CliError;
+use crate::extensions::Extensions;
+use crate::sim::Manifests;
+
+/// What `filter bench` measured (`--output json` prints it as is).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BenchReport {
+    /// The component file or `builtin:NAME`.
+    pub component: String,
+    /// The role it was called as.
+    pub role: String,
+    /// SHA-256 of the file (none for a built-in).
+    pub sha256: Option<String>,
+    /// Reading, checking and compiling the file, and writing its
+    /// precompiled artifact, in milliseconds (none for a built-in).
+    pub first_load_millis: Option<f64>,
+    /// Loading the precompiled artifact again, in milliseconds (none for a
+    /// built-in).
+    pub precompiled_load_millis: Option<f64>,
+    /// One entry per candidate set: the catalog's, or each NodePool's.
+    pub runs: Vec<BenchRun>,
+}
+
+/// Call times over one candidate set.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BenchRun {
+    /// The NodePool whose types these are (`null`: the embedded catalog or
+    /// the sample AMIs).
+    pub node_pool: Option<String>,
+    /// Candidates per call.
+    pub candidates: usize,
+    /// Calls timed (after three untimed warm-up calls).
+    pub calls: usize,
+    /// Median call time, in microseconds.
+    pub p50_micros: f64,
+    /// 99th percentile call time, in microseconds.
+    pub p99_micros: f64,
+}
+
+/// The candidates of one run.
+pub enum Candidates {
+    /// Instance types (filters and scorers).
+    Types(Vec<InstanceTypeInfo>),
+    /// AMIs (selectors).
+    Amis(Vec<Ami>),
+}
+
+/// One candidate set and the context its calls carry.
+pub struct Workload {
+    /// The NodePool (none for the catalog or the sample AMIs).
+    pub node_pool: Option<String>,
+    /// The context of each call.
+    pub context: Context,
+    /// The candidates.
+    pub candidates: Candidates,
+}
+
+/// Benchmarks `component` (a file or `builtin:NAME`) as `role`: `calls`
+/// timed calls on each of `workloads`.
+pub fn bench(
+    component: &str,
+    role: Role,
+    workloads: Vec<Workload>,
+    calls: usize,
+) -> Result<BenchReport, CliError> {
+    let (module, sha256, first, precompiled) = match ModuleRef::parse(component) {
+        ModuleRef::Builtin(name) => (
+            Harness::builtin(role, &name)?.module().clone(),
+            None,
+            None,
+            None,
+        ),
+        _ => {
+            let (module, sha256, first, precompiled) = load_twice(Path::new(component), role)?;
+            (module, Some(sha256), Some(first), Some(precompiled))
+        }
+    };
+    let mut runs = Vec::new();
+    for workload in workloads {
+        let harness = Harness::from_module(module.clone()).with_context(workload.context);
+        let call = || -> Result<(), CliError> {
+            match &workload.candidates {
+                Candidates::Types(types) if role == Role::InstanceFilter => {
+                    harness.filter(types)?;
+                }
+                Candidates::Types(types) => {
+                    harness.score(types)?;
+                }
+                Candidates::Amis(amis) => {
+                    harness.select(amis)?;
+                }
+            }
+            Ok(())
+        };
+        for _ in 0..3 {
+            call()?;
+        }
+        let mut times: Vec<Duration> = Vec::with_capacity(calls);
+        for _ in 0..calls.max(1) {
+            let started = Instant::now();
+            call()?;
+            times.push(started.elapsed());
+        }
+        times.sort();
+        runs.push(BenchRun {
+            node_pool: workload.node_pool,
+            candidates: match &workload.candidates {
+                Candidates::Types(types) => types.len(),
+                Candidates::Amis(amis) => amis.len(),
+            },
+            calls: times.len(),
+            p50_micros: micros(percentile(&times, 50)),
+            p99_micros: micros(percentile(&times, 99)),
+        });
+    }
+    Ok(BenchReport {
+        component: component.to_string(),
+        role: role.to_string(),
+        sha256,
+        first_load_millis: first.map(|d| d.as_secs_f64() * 1000.0),
+        precompiled_load_millis: precompiled.map(|d| d.as_secs_f64() * 1000.0),
+        runs,
+    })
+}
+
+/// Loads the component file at `path` through a host with a precompiled
+/// artifact cache of its own (a fresh directory, removed after): once
+/// compiling it, once from the artifact. The module, its digest and the
+/// two load times.
+fn load_twice(
+    path: &Path,
+    role: Role,
+) -> Result<(LoadedModule, String, Duration, Duration), CliError> {
+    let bytes = std::fs::read(path).map_err(|source| FilterCliError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let sha256 = sha256_hex(&bytes);
+    let cache = CacheDir::new();
+    let host = Host::new(HostConfig {
+        cache_dir: Some(cache.0.clone()),
+        ..HostConfig::default()
+    })?;
+    let source = ModuleRef::Path(path.to_path_buf());
+    let started = Instant::now();
+    host.load(role, &source, Some(&sha256))?;
+    let first = started.elapsed();
+    host.clear_memory_cache();
+    let started = Instant::now();
+    let module = host.load(role, &source, Some(&sha256))?;
+    let precompiled = started.elapsed();
+    Ok((module, sha256, first, precompiled))
+}
+
+/// A private directory for the bench's artifact cache, removed when dropped.
+struct CacheDir(PathBuf);
+
+impl CacheDir {
+    fn new() -> CacheDir {
+        CacheDir(std::env::temp_dir().join(format!(
+            "nodewright-filter-bench-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0)
+        )))
+    }
+}
+
+impl Drop for CacheDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The `p`th percentile of sorted `times` (nearest rank).
+fn percentile(times: &[Duration], p: usize) -> Duration {
+    if times.is_empty() {
+        return Duration::ZERO;
+    }
+    let rank = (p * times.len()).div_ceil(100).clamp(1, times.len());
+    times[rank - 1]
+}
+
+fn micros(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+/// Each NodePool's instance types in the cluster snapshot or manifests at
+/// `path` (`-`: standard input), resolved from its EC2NodeClass as the
+/// controller resolves them before the class's extensions run, with the
+/// NodePool and class as the calls' context.
+pub fn snapshot_workloads(
+    path: &Path,
+    region: &str,
+    config: &str,
+    now: i64,
+) -> Result<Vec<Workload>, CliError> {
+    let manifests = Manifests::load(&[path.to_path_buf()])?;
+    let catalog = Arc::new(Catalog::embedded(region)?);
+    let extensions = Arc::new(Extensions::new(HostConfig::default())?);
+    let provider = InstanceTypeProvider::new(catalog.clone(), extensions, Arc::default());
+    let mut workloads = Vec::new();
+    for pool in &manifests.node_pools {
+        let pool_name = pool.metadata.name.clone().unwrap_or_default();
+        let class_name = &pool.spec.template.spec.node_class_ref.name;
+        let Some(class) = manifests
+            .node_classes
+            .iter()
+            .find(|c| c.metadata.name.as_deref() == Some(class_name.as_str()))
+        else {
+            return Err(format!(
+                "--snapshot: NodePool {pool_name:?} names EC2NodeClass {class_name:?}, which the snapshot does not hold; include it (kubectl get ec2nodeclasses -o yaml)"
+            )
+            .into());
+        };
+        let types = provider.resolve(class).map_err(|e| {
+            format!("--snapshot: EC2NodeClass {class_name:?} cannot be resolved: {e}")
+        })?;
+        let set = filter_records(&catalog, &types);
+        workloads.push(Workload {
+            node_pool: Some(pool_name.clone()),
+            context: Context {
+                node_pool: pool_name,
+                node_class: class_name.clone(),
+                region: region.to_string(),
+                config: config.to_string(),
+                now,
+            },
+            candidates: Candidates::Types(set.views().iter().map(|t| t.to_info()).collect()),
+        });
+    }
+    if workloads.is_empty() {
+        return Err(
+            "--snapshot: no NodePool in it; pass kubectl get nodepools,ec2nodeclasses -o yaml"
+                .into(),
+        );
+    }
+    Ok(workloads)
+}
+
+/// The report as text: the loads, then one line per run.
+pub fn render(report: &BenchReport) -> String {
+    let mut out = format!("{} as {}\n", report.component, report.role);
+    if let Some(sha) = &report.sha256 {
+        out.push_str(&format!("sha256: {sha}\n"));
+    }
+    match (report.first_load_millis, report.precompiled_load_millis) {
+        (Some(first), Some(precompiled)) => out.push_str(&format!(
+            "first load (read, check, compile, write the artifact): {first:.1} ms\nprecompiled artifact load: {precompiled:.1} ms\n"
+        )),
+        _ => out.push_str("built in: nothing to load\n"),
+    }
+    for run in &report.runs {
+        let what = run
+            .node_pool
+            .as_deref()
+            .map_or_else(|| "catalog".to_string(), |p| format!("NodePool {p}"));
+        out.push_str(&format!(
+            "{what}: {} candidates, {} calls: p50 {:.0} µs, p99 {:.0} µs\n",
+            run.candidates, run.calls, run.p50_micros, run.p99_micros
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        let times: Vec<Duration> = (1..=100).map(Duration::from_micros).collect();
+        assert_eq!(percentile(&times, 50), Duration::from_micros(50));
+        assert_eq!(percentile(&times, 99), Duration::from_micros(99));
+        assert_eq!(percentile(&times[..1], 99), Duration::from_micros(1));
+        assert_eq!(percentile(&[], 50), Duration::ZERO);
+    }
+}

@@ -16,6 +16,7 @@ use nodewright_host::{Host, HostConfig, Inspection, ModuleRef, Role};
 mod bench;
 mod report;
 mod scaffold;
+mod workloads;
 
 use report::TestReport;
 
@@ -97,6 +98,18 @@ struct TestArgs {
     /// Region of the embedded catalog used when no candidates file is given.
     #[arg(long, default_value = "us-east-1")]
     region: String,
+    /// A cluster snapshot or manifests (`kubectl get
+    /// nodepools,ec2nodeclasses -o yaml`, `-` for standard input): the
+    /// component runs once per NodePool on the instance types its
+    /// EC2NodeClass resolves to, with the NodePool and class as context.
+    /// Not for ami-selector.
+    #[arg(long, value_name = "FILE", conflicts_with = "candidates")]
+    snapshot: Option<PathBuf>,
+    /// Write each call's context, candidates and answer as a fixture file
+    /// in DIR (`<nodepool>.json`, or `catalog.json` / `amis.json`), which
+    /// `Harness::assert_fixtures` replays in a filter crate's tests.
+    #[arg(long, value_name = "DIR")]
+    record: Option<PathBuf>,
     /// Per-call deadline in milliseconds.
     #[arg(long, default_value_t = 100)]
     timeout_ms: u64,
@@ -240,51 +253,108 @@ fn test(args: &TestArgs) -> Result<(), CliError> {
             timeout: std::time::Duration::from_millis(args.timeout_ms),
             ..harness.module().limits()
         });
-    let harness = Harness::from_module(module).with_context(Context {
-        node_pool: "default".to_string(),
-        node_class: "default".to_string(),
-        region: "us-east-1".to_string(),
-        config: args.config.clone(),
-        now: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-            .unwrap_or(0),
-    });
-    let shadow = args.mode == ModeArg::Shadow;
-    let name = harness.module().name().to_string();
-    let (mut report, result) = match role {
-        Role::InstanceFilter | Role::PriorityScorer => {
-            let types = instance_types(args.candidates.as_deref(), &args.region)?;
-            let mut report = TestReport::new(name, role, shadow, types.len(), load_time);
-            let result = if role == Role::InstanceFilter {
-                report.run_filter(&harness, &types)
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+        .unwrap_or(0);
+    let runs = match &args.snapshot {
+        Some(_) if role == Role::AmiSelector => {
+            return Err("--snapshot gives instance types; test an ami-selector with --candidates or the sample AMIs".into());
+        }
+        Some(path) => workloads::snapshot_workloads(path, &args.region, &args.config, now)?,
+        None => vec![workloads::Workload {
+            node_pool: None,
+            context: Context {
+                node_pool: "default".to_string(),
+                node_class: "default".to_string(),
+                region: "us-east-1".to_string(),
+                config: args.config.clone(),
+                now,
+            },
+            candidates: if role == Role::AmiSelector {
+                workloads::Candidates::Amis(amis(args.candidates.as_deref())?)
             } else {
-                report.run_scorer(&harness, &types)
-            };
-            (report, result)
-        }
-        Role::AmiSelector => {
-            let amis = amis(args.candidates.as_deref())?;
-            let mut report = TestReport::new(name, role, shadow, amis.len(), load_time);
-            let result = report.run_selector(&harness, &amis);
-            (report, result)
-        }
+                workloads::Candidates::Types(instance_types(
+                    args.candidates.as_deref(),
+                    &args.region,
+                )?)
+            },
+        }],
     };
-    match result {
-        Ok(()) => {}
-        // A shadow module's failure is reported on the class, not enforced.
-        Err(e) if shadow => report.error = Some(e.to_string()),
-        Err(e) => return Err(e.into()),
+    let shadow = args.mode == ModeArg::Shadow;
+    let mut reports = Vec::new();
+    for run in runs {
+        let harness = Harness::from_module(module.clone()).with_context(run.context.clone());
+        let name = harness.module().name().to_string();
+        let (mut report, result) = match &run.candidates {
+            workloads::Candidates::Types(types) => {
+                let mut report = TestReport::new(name, role, shadow, types.len(), load_time);
+                let result = if role == Role::InstanceFilter {
+                    report.run_filter(&harness, types)
+                } else {
+                    report.run_scorer(&harness, types)
+                };
+                (report, result)
+            }
+            workloads::Candidates::Amis(amis) => {
+                let mut report = TestReport::new(name, role, shadow, amis.len(), load_time);
+                let result = report.run_selector(&harness, amis);
+                (report, result)
+            }
+        };
+        report.node_pool = run.node_pool.clone();
+        match result {
+            Ok(()) => {}
+            // A shadow module's failure is reported on the class, not enforced.
+            Err(e) if shadow => report.error = Some(e.to_string()),
+            Err(e) => return Err(e.into()),
+        }
+        if let Some(dir) = &args.record {
+            record(dir, &harness, &run)?;
+        }
+        reports.push(report);
     }
-    match args.output {
-        Output::Json => emit(&format!("{}\n", serde_json::to_string_pretty(&report)?)),
-        Output::Text => emit(&format!(
-            "{} as {role}{}: loaded in {load_time:.2?}\n{}",
+    let header = |report: &TestReport| {
+        format!(
+            "{}{} as {role}{}: loaded in {load_time:.2?}\n",
+            report
+                .node_pool
+                .as_ref()
+                .map_or_else(String::new, |p| format!("NodePool {p}: ")),
             report.component,
             if shadow { " in shadow mode" } else { "" },
-            report.text()
-        )),
+        )
+    };
+    match (args.output, args.snapshot.is_some()) {
+        (Output::Json, false) => emit(&format!("{}\n", serde_json::to_string_pretty(&reports[0])?)),
+        (Output::Json, true) => emit(&format!("{}\n", serde_json::to_string_pretty(&reports)?)),
+        (Output::Text, _) => emit(
+            &reports
+                .iter()
+                .map(|r| format!("{}{}", header(r), r.text()))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        ),
     }
+}
+
+/// Writes `run`'s call as a fixture file in `dir`.
+fn record(dir: &Path, harness: &Harness, run: &workloads::Workload) -> Result<(), CliError> {
+    use nodewright_host::fixtures::{Fixture, Given};
+    let given = match &run.candidates {
+        workloads::Candidates::Types(types) => Given::InstanceTypes(types),
+        workloads::Candidates::Amis(amis) => Given::Amis(amis),
+    };
+    let fixture = Fixture::record(harness, &run.context, given)?;
+    let name = match (&run.node_pool, &run.candidates) {
+        (Some(pool), _) => pool.clone(),
+        (None, workloads::Candidates::Types(_)) => "catalog".to_string(),
+        (None, workloads::Candidates::Amis(_)) => "amis".to_string(),
+    };
+    std::fs::create_dir_all(dir)?;
+    let path = dir.join(format!("{name}.json"));
+    std::fs::write(&path, serde_json::to_vec_pretty(&fixture)?)?;
+    Ok(())
 }
 
 fn bench(args: &BenchArgs) -> Result<(), CliError> {
@@ -304,16 +374,16 @@ fn bench(args: &BenchArgs) -> Result<(), CliError> {
         (Some(_), Role::AmiSelector) => {
             return Err("--snapshot gives instance types; an ami-selector is timed on the sample AMIs: leave --snapshot out".into());
         }
-        (Some(path), _) => bench::snapshot_workloads(path, &args.region, &args.config, now)?,
-        (None, Role::AmiSelector) => vec![bench::Workload {
+        (Some(path), _) => workloads::snapshot_workloads(path, &args.region, &args.config, now)?,
+        (None, Role::AmiSelector) => vec![workloads::Workload {
             node_pool: None,
             context,
-            candidates: bench::Candidates::Amis(amis(None)?),
+            candidates: workloads::Candidates::Amis(amis(None)?),
         }],
-        (None, _) => vec![bench::Workload {
+        (None, _) => vec![workloads::Workload {
             node_pool: None,
             context,
-            candidates: bench::Candidates::Types(instance_types(None, &args.region)?),
+            candidates: workloads::Candidates::Types(instance_types(None, &args.region)?),
         }],
     };
     let report = bench::bench(&args.component, role, workloads, args.calls)?;

@@ -603,3 +603,74 @@ fn filter_bench_times_the_loads_and_the_calls_over_the_catalog_and_a_snapshot() 
         stderr(&out)
     );
 }
+
+#[test]
+fn filter_test_on_a_snapshot_records_fixtures_the_harness_replays() {
+    use nodewright_host::fixtures::{Answer, Fixture};
+    let wasm = nodewright_host::harness::build_component(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("filters/examples/no-burstable"),
+    )
+    .unwrap();
+    let dir = tempdir("record");
+    let fixtures = dir.join("fixtures");
+    let out = nodewright(&[
+        "filter",
+        "test",
+        wasm.to_str().unwrap(),
+        "--role",
+        "instance-filter",
+        "--snapshot",
+        "examples/snapshot/cluster.yaml",
+        "--record",
+        fixtures.to_str().unwrap(),
+        "--output",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let reports: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let reports = reports.as_array().unwrap();
+    assert_eq!(reports.len(), 1);
+    assert_eq!(reports[0]["nodePool"], "general-purpose");
+    // The fixture holds the NodePool's context, its class's types and the answer.
+    let text = std::fs::read_to_string(fixtures.join("general-purpose.json")).unwrap();
+    let fixture: Fixture = serde_json::from_str(&text).unwrap();
+    assert_eq!(fixture.role, "instance-filter");
+    assert_eq!(fixture.context.node_pool, "general-purpose");
+    assert_eq!(fixture.context.node_class, "default");
+    assert_eq!(
+        fixture.instance_types.len() as u64,
+        reports[0]["candidates"].as_u64().unwrap()
+    );
+    let Answer::Filter { kept, dropped } = &fixture.answer else {
+        panic!("{:?}", fixture.answer)
+    };
+    assert_eq!(kept.len() + dropped.len(), fixture.instance_types.len());
+    assert_eq!(
+        kept.len() as u64,
+        reports[0]["kept"].as_array().unwrap().len() as u64
+    );
+    // The harness replays it; an answer that differs is caught.
+    let harness =
+        nodewright_host::harness::Harness::load_file(nodewright_host::Role::InstanceFilter, &wasm)
+            .unwrap();
+    assert_eq!(harness.assert_fixtures(&fixtures), 1);
+    let mut changed = fixture.clone();
+    if let Answer::Filter { kept, .. } = &mut changed.answer {
+        kept.push("x9.imaginary".to_string());
+    }
+    std::fs::write(
+        fixtures.join("general-purpose.json"),
+        serde_json::to_vec(&changed).unwrap(),
+    )
+    .unwrap();
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        harness.assert_fixtures(&fixtures)
+    }));
+    let message = caught.unwrap_err();
+    let message = message
+        .downcast_ref::<String>()
+        .cloned()
+        .unwrap_or_default();
+    assert!(message.contains("the answer changed"), "{message}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -20,6 +20,7 @@ mod digest;
 mod docker_config;
 mod error;
 mod fetch;
+pub mod fixtures;
 pub mod harness;
 mod host;
 mod inspect;

@@ -28,6 +28,9 @@ const NUMBER_PLACEHOLDER: &str = "<n>";
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TestReport {
+    /// With `--snapshot`: the NodePool whose instance types these were.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_pool: Option<String>,
     /// The module's name (file path or `builtin:NAME`).
     pub component: String,
     /// `instance-filter`, `ami-selector` or `priority-scorer`.
@@ -129,6 +132,7 @@ impl TestReport {
         load: Duration,
     ) -> TestReport {
         TestReport {
+            node_pool: None,
             component,
             role: role.as_str(),
             mode: if shadow { "shadow" } else { "enforce" },

@@ -129,7 +129,16 @@ pub fn create(name: &str, role: Role, source: &SdkSource) -> Result<String, CliE
     std::fs::create_dir_all(dir.join("tests"))?;
     std::fs::write(dir.join("Cargo.toml"), fill(CARGO_TOML))?;
     std::fs::write(dir.join("src/lib.rs"), fill(lib))?;
-    std::fs::write(dir.join("tests/harness.rs"), fill(harness))?;
+    let variant = match role {
+        Role::InstanceFilter => "InstanceFilter",
+        Role::PriorityScorer => "PriorityScorer",
+        Role::AmiSelector => "AmiSelector",
+    };
+    let harness = format!(
+        "{harness}{}",
+        FIXTURES_HARNESS.replace("__VARIANT__", variant)
+    );
+    std::fs::write(dir.join("tests/harness.rs"), fill(&harness))?;
     std::fs::write(dir.join("README.md"), fill(README))?;
     Ok(format!(
         "created {name}/ ({role}), {}\nnext: cd {name} && cargo test && cargo build --target wasm32-wasip2 --release\n",
@@ -184,6 +193,22 @@ lto = true
 strip = true
 "#;
 
+/// Appended to every role's harness test: the calls recorded on a cluster
+/// (`filter test --snapshot … --record fixtures`) still get their answers.
+const FIXTURES_HARNESS: &str = r#"
+/// Calls recorded on a cluster (`nodewright filter test COMPONENT --role
+/// __ROLE__ --snapshot FILE --record fixtures`) get the answers recorded;
+/// none are replayed until some are recorded.
+#[test]
+fn recorded_calls_get_the_recorded_answers() {
+    let wasm = harness::build_component(env!("CARGO_MANIFEST_DIR")).unwrap();
+    let replayed = Harness::load_file(Role::__VARIANT__, wasm)
+        .unwrap()
+        .assert_fixtures(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures"));
+    println!("{replayed} recorded calls replayed");
+}
+"#;
+
 const README: &str = r#"# __NAME__
 
 A nodewright __ROLE__ component.
@@ -193,7 +218,13 @@ cargo test                                        # native unit tests (seconds)
 cargo test --features harness                     # also the component in the sandbox
 cargo build --target wasm32-wasip2 --release      # target/wasm32-wasip2/release/__LIB__.wasm
 nodewright filter inspect target/wasm32-wasip2/release/__LIB__.wasm   # roles, imports, sha256
+nodewright filter test target/wasm32-wasip2/release/__LIB__.wasm --role __ROLE__ \
+    --snapshot cluster.yaml --record fixtures  # record calls on your cluster's NodePools
 ```
+
+`kubectl get nodepools,ec2nodeclasses -o yaml > cluster.yaml` gives the
+snapshot; `--record fixtures` writes one file per NodePool, and
+`cargo test --features harness` replays them (tests/harness.rs).
 
 See docs/authoring-filters.md in the nodewright repository for referencing
 it from an EC2NodeClass.

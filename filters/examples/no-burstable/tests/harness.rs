@@ -17,3 +17,16 @@ fn component_drops_burstable_types_and_listed_families() {
     out.assert_dropped_because("t3.large", "burstable");
     out.assert_dropped_because("c5.large", "excluded by config.families");
 }
+
+/// The call recorded on `examples/snapshot/cluster.yaml`'s NodePool
+/// (`nodewright filter test … --snapshot examples/snapshot/cluster.yaml
+/// --record fixtures`, trimmed to eight instance types) gets the recorded
+/// answer.
+#[test]
+fn recorded_calls_get_the_recorded_answers() {
+    let wasm = harness::build_component(env!("CARGO_MANIFEST_DIR")).unwrap();
+    let replayed = Harness::load_file(Role::InstanceFilter, wasm)
+        .unwrap()
+        .assert_fixtures(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures"));
+    assert_eq!(replayed, 1);
+}

@@ -217,6 +217,7 @@ fn render(plan: &Plan) -> String {
     let mut out = table.render();
     out.push_str(&render_overlays(plan));
     out.push_str(&render_static_pools(plan));
+    out.push_str(&render_price_limits(plan));
     out.push_str(&render_extensions(plan));
     out.push_str(&render_cluster(&plan.cluster));
     for node in &plan.existing_nodes {
@@ -310,6 +311,27 @@ fn render_overlays(plan: &Plan) -> String {
                 claim.name, claim.price_per_hour, claim.list_price_per_hour
             ));
         }
+    }
+    out
+}
+
+/// One line per NodePool with a price limit: what it spends against it.
+fn render_price_limits(plan: &Plan) -> String {
+    let mut out = String::new();
+    if plan.price_limits.is_empty() {
+        return out;
+    }
+    out.push_str("\nprice limits (nodewright.io/price-limit-per-hour):\n");
+    for limit in &plan.price_limits {
+        out.push_str(&format!(
+            "  {}: ${:.4}/h of ${:.4}/h (nodes ${:.4}/h, planned ${:.4}/h), ${:.4}/h left\n",
+            limit.node_pool,
+            limit.nodes_per_hour + limit.planned_per_hour,
+            limit.limit_per_hour,
+            limit.nodes_per_hour,
+            limit.planned_per_hour,
+            limit.left_per_hour
+        ));
     }
     out
 }

@@ -41,7 +41,7 @@ pub use requirements::{
     Incompatibility, Operator, Requirement, RequirementError, Requirements, ValueSet,
 };
 pub use resources::{QuantityError, Resources, parse_quantity};
-pub use solver::{Model, Scheduler};
+pub use solver::{Model, PoolSpend, Scheduler};
 pub use static_claim::static_node_claim;
 pub use taints::{Taint, TaintEffect, Toleration};
 

@@ -228,6 +228,7 @@ pub fn plan_gated(
     let started = Instant::now();
     let scheduler = Scheduler::new(prepared.input);
     let result = scheduler.solve();
+    let spend = scheduler.price_limits();
     let solve_millis = started.elapsed().as_secs_f64() * 1000.0;
     // Freeing the compiled model and its pods is not part of the solve.
     drop(scheduler);
@@ -236,6 +237,10 @@ pub fn plan_gated(
     plan.cluster = cluster;
     plan.node_overlays = node_overlays;
     plan.static_node_pools = static_node_pools;
+    plan.price_limits = spend
+        .iter()
+        .map(|s| plan::PriceLimitReport::of(s, &plan.node_claims))
+        .collect();
     plan.extensions = prepared
         .extensions
         .iter()

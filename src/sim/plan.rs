@@ -208,6 +208,44 @@ pub struct Plan {
     /// left out of the JSON when there is none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub static_node_pools: Vec<super::static_pools::StaticPoolPlan>,
+    /// Each NodePool with `nodewright.io/price-limit-per-hour`: what its
+    /// nodes and this plan's NodeClaims cost against the limit; left out of
+    /// the JSON when no pool sets one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub price_limits: Vec<PriceLimitReport>,
+}
+
+/// A NodePool's price limit in a plan (the `priceLimits[]` of the JSON).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PriceLimitReport {
+    /// The NodePool.
+    pub node_pool: String,
+    /// `nodewright.io/price-limit-per-hour`.
+    pub limit_per_hour: f64,
+    /// Its nodes and in-flight NodeClaims, at their offering prices.
+    pub nodes_per_hour: f64,
+    /// This plan's new NodeClaims of the pool (their `pricePerHour`).
+    pub planned_per_hour: f64,
+    /// The limit less both.
+    pub left_per_hour: f64,
+}
+
+impl PriceLimitReport {
+    /// The report of `spend`, with the plan's `node_claims`.
+    pub fn of(spend: &crate::scheduling::PoolSpend, node_claims: &[PlannedNodeClaim]) -> Self {
+        let planned_per_hour = node_claims
+            .iter()
+            .filter(|c| c.node_pool == spend.node_pool)
+            .fold(0.0, |total, c| total + c.price_per_hour);
+        PriceLimitReport {
+            node_pool: spend.node_pool.clone(),
+            limit_per_hour: spend.limit_per_hour,
+            nodes_per_hour: spend.nodes_per_hour,
+            planned_per_hour,
+            left_per_hour: spend.limit_per_hour - spend.nodes_per_hour - planned_per_hour,
+        }
+    }
 }
 
 /// What became of one NodeOverlay in a simulation.
@@ -359,6 +397,7 @@ impl Plan {
             extensions: Vec::new(),
             node_overlays: Vec::new(),
             static_node_pools: Vec::new(),
+            price_limits: Vec::new(),
         }
     }
 }

@@ -403,6 +403,38 @@ fn a_price_limit_caps_the_plan_and_the_pods_past_it_say_why() {
         .filter(|u| u.reason.contains("nodewright.io/price-limit-per-hour"))
         .collect();
     assert!(!capped.is_empty(), "{:?}", plan.unschedulable);
+    // The plan says what the pool spends against its limit.
+    assert_eq!(plan.price_limits.len(), 1);
+    let spent = &plan.price_limits[0];
+    assert_eq!(spent.node_pool, "general-purpose");
+    assert!((spent.limit_per_hour - limit).abs() < 1e-3, "{spent:?}");
+    assert_eq!(spent.nodes_per_hour, 0.0);
+    assert!((spent.planned_per_hour - plan.total_price_per_hour).abs() < 1e-9);
+    assert!(
+        (spent.left_per_hour - (spent.limit_per_hour - spent.planned_per_hour)).abs() < 1e-9
+            && spent.left_per_hour >= -1e-9,
+        "{spent:?}"
+    );
+    let json = serde_json::to_value(&plan).unwrap();
+    for key in [
+        "nodePool",
+        "limitPerHour",
+        "nodesPerHour",
+        "plannedPerHour",
+        "leftPerHour",
+    ] {
+        assert!(
+            json["priceLimits"][0].get(key).is_some(),
+            "priceLimits[].{key}"
+        );
+    }
+    assert!(free.price_limits.is_empty());
+    assert!(
+        serde_json::to_value(&free)
+            .unwrap()
+            .get("priceLimits")
+            .is_none()
+    );
     // Room for everything: the same plan as without a limit.
     let roomy = quickstart_limited_to(&format!("{:.4}", free.total_price_per_hour + 1.0)).unwrap();
     assert_eq!(roomy.node_claims.len(), free.node_claims.len());

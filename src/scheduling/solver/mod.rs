@@ -11,7 +11,7 @@ use super::pod::{HostPort, Pod};
 use super::requirements::Operator;
 use topology::groups::Group;
 
-pub use model::Model;
+pub use model::{Model, PoolSpend};
 
 /// Entry point for one solve: `Scheduler::new(input).solve()`, the same as
 /// [`Model::compile`] then [`Model::solve_pending`].
@@ -34,6 +34,11 @@ impl Scheduler {
     /// Places the input's pending pods.
     pub fn solve(&self) -> SchedulingResult {
         self.model.solve_pending()
+    }
+
+    /// See [`Model::price_limits`].
+    pub fn price_limits(&self) -> Vec<PoolSpend> {
+        self.model.price_limits()
     }
 }
 

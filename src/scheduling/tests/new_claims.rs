@@ -607,12 +607,22 @@ fn existing_nodes_of_the_pool_count_at_their_offering_price() {
         pods: vec![apart(1).remove(0)],
         ..SchedulerInput::default()
     };
-    let result = Scheduler::new(input).solve();
+    let scheduler = Scheduler::new(input);
+    let result = scheduler.solve();
     assert!(result.new_node_claims.is_empty());
     assert!(
         result.errors[0].reason.contains("price limit"),
         "{:?}",
         result.errors
+    );
+    // What the pool spends against its limit, as `simulate` reports it.
+    let spend = scheduler.price_limits();
+    assert_eq!(spend.len(), 1);
+    assert_eq!(spend[0].node_pool, "priced");
+    assert!((spend[0].limit_per_hour - 1.5 * FAKE_0_SPOT).abs() < 1e-9);
+    assert!(
+        (spend[0].nodes_per_hour - FAKE_0_SPOT).abs() < 1e-9,
+        "{spend:?}"
     );
     // The same node on-demand costs more than the whole limit: still nothing.
     node.labels

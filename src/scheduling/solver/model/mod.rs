@@ -265,6 +265,29 @@ impl Model {
         &self.pending
     }
 
+    /// Each NodePool with a `nodewright.io/price-limit-per-hour`: its limit
+    /// and what its nodes and in-flight NodeClaims cost per hour, as the
+    /// solve counts them against it.
+    pub fn price_limits(&self) -> Vec<PoolSpend> {
+        self.pools
+            .iter()
+            .enumerate()
+            .filter_map(|(i, pool)| {
+                let limit = pool.price_limit?;
+                let nodes_per_hour = self
+                    .nodes
+                    .iter()
+                    .filter(|n| n.pool == Some(i))
+                    .fold(0.0, |total, n| total + n.price);
+                Some(PoolSpend {
+                    node_pool: pool.name().to_string(),
+                    limit_per_hour: limit,
+                    nodes_per_hour,
+                })
+            })
+            .collect()
+    }
+
     fn recompiled(&self, keep: &impl Fn(&ExistingNode) -> bool, pods: &[&Pod]) -> Model {
         let (mut existing_nodes, mut in_flight) = (Vec::new(), Vec::new());
         for node in self.nodes.iter().filter(|n| keep(&n.source)) {
@@ -294,6 +317,17 @@ impl Model {
     pub(super) fn number(&self) -> impl Fn(&u32) -> Option<i64> + '_ {
         |v| self.values.number(*v)
     }
+}
+
+/// A NodePool's price limit and what its standing nodes cost against it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PoolSpend {
+    /// The NodePool.
+    pub node_pool: String,
+    /// `nodewright.io/price-limit-per-hour`.
+    pub limit_per_hour: f64,
+    /// Its nodes and in-flight NodeClaims, at their offering prices.
+    pub nodes_per_hour: f64,
 }
 
 /// Reservation index by id while offerings are compiled.

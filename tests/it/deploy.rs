@@ -534,6 +534,7 @@ fn every_flag_and_chart_value_the_docs_name_exists() {
         "filter test",
         "filter new",
         "filter inspect",
+        "filter bench",
     ];
     let all_flags: Vec<String> = subcommands.iter().flat_map(|s| flags_of(s)).collect();
     assert!(

@@ -253,10 +253,7 @@ fn test(args: &TestArgs) -> Result<(), CliError> {
             timeout: std::time::Duration::from_millis(args.timeout_ms),
             ..harness.module().limits()
         });
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-        .unwrap_or(0);
+    let now = crate::extensions::unix_now();
     let runs = match &args.snapshot {
         Some(_) if role == Role::AmiSelector => {
             return Err("--snapshot gives instance types; test an ami-selector with --candidates or the sample AMIs".into());
@@ -359,10 +356,7 @@ fn record(dir: &Path, harness: &Harness, run: &workloads::Workload) -> Result<()
 
 fn bench(args: &BenchArgs) -> Result<(), CliError> {
     let role = Role::from(args.role);
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-        .unwrap_or(0);
+    let now = crate::extensions::unix_now();
     let context = Context {
         node_pool: "default".to_string(),
         node_class: "default".to_string(),
@@ -493,10 +487,7 @@ fn amis(path: Option<&Path>) -> Result<Vec<Ami>, FilterCliError> {
     if let Some(path) = path {
         return read_json(path);
     }
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-        .unwrap_or(0);
+    let now = crate::extensions::unix_now();
     let day = 86_400;
     Ok(vec![
         ami("ami-0al2023-amd64-new", now - 3 * day).build(),

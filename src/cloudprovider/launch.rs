@@ -90,7 +90,7 @@ pub fn launch_options(
             let mut offerings: Vec<Offering> = it
                 .offerings
                 .iter()
-                .filter(|o| o.available && offering_allowed(&requirements, o))
+                .filter(|o| o.available && o.allowed_by(&requirements))
                 .cloned()
                 .collect();
             if offerings.is_empty() {
@@ -121,19 +121,6 @@ pub fn launch_options(
     }
     options.sort_by(|a, b| launch_order(a.rank(), b.rank()));
     Ok(options)
-}
-
-fn offering_allowed(requirements: &crate::scheduling::Requirements, offering: &Offering) -> bool {
-    let allows = |key: &str, value: &str| requirements.get(key).is_none_or(|r| r.has(value));
-    allows(ZONE_LABEL_KEY, &offering.zone)
-        && allows(
-            CAPACITY_TYPE_LABEL_KEY,
-            offering.capacity_type.label_value(),
-        )
-        && offering
-            .reservation_id
-            .as_deref()
-            .is_none_or(|id| allows(CAPACITY_RESERVATION_ID_LABEL_KEY, id))
 }
 
 /// `spec.resources.requests` of a claim.

@@ -69,6 +69,19 @@ pub struct Offering {
 }
 
 impl Offering {
+    /// Whether `requirements` allow this offering's zone, capacity type
+    /// and reservation (an unconstrained key allows any); availability is
+    /// the caller's to check.
+    pub fn allowed_by(&self, requirements: &super::Requirements) -> bool {
+        let allows = |key: &str, value: &str| requirements.get(key).is_none_or(|r| r.has(value));
+        allows(labels::ZONE, &self.zone)
+            && allows(labels::CAPACITY_TYPE, self.capacity_type.label_value())
+            && self
+                .reservation_id
+                .as_deref()
+                .is_none_or(|id| allows(labels::CAPACITY_RESERVATION_ID, id))
+    }
+
     /// An available on-demand or spot offering with a known price.
     pub fn new(zone: &str, capacity_type: CapacityType, price: f64) -> Self {
         Offering {

@@ -11,7 +11,6 @@ use super::input::{InstanceTypeOption, NewNodeClaim, NodePoolSpec};
 use super::instance_type::{InstanceType, Offering};
 use super::labels;
 use super::launch_order::launch_order;
-use super::requirements::Requirements;
 use super::resources::Resources;
 
 /// The NodeClaim static pool `pool` opens for a replica, keeping at most
@@ -41,7 +40,7 @@ pub fn static_node_claim(pool: &NodePoolSpec, max_types: usize) -> Result<NewNod
             let cheapest = it
                 .offerings
                 .iter()
-                .filter(|o| o.available && offering_allowed(requirements, o))
+                .filter(|o| o.available && o.allowed_by(requirements))
                 .min_by(|a, b| a.price.total_cmp(&b.price))?;
             let score = pool
                 .priority_scores
@@ -101,25 +100,13 @@ pub fn static_node_claim(pool: &NodePoolSpec, max_types: usize) -> Result<NewNod
     })
 }
 
-/// Whether the template allows `offering`'s zone, capacity type and
-/// reservation.
-fn offering_allowed(requirements: &Requirements, offering: &Offering) -> bool {
-    let allows = |key: &str, value: &str| requirements.get(key).is_none_or(|r| r.has(value));
-    allows(labels::ZONE, &offering.zone)
-        && allows(labels::CAPACITY_TYPE, offering.capacity_type.label_value())
-        && offering
-            .reservation_id
-            .as_deref()
-            .is_none_or(|id| allows(labels::CAPACITY_RESERVATION_ID, id))
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
     use std::sync::Arc;
 
     use super::*;
-    use crate::scheduling::requirements::{Operator, Requirement};
+    use crate::scheduling::requirements::{Operator, Requirement, Requirements};
     use crate::scheduling::{CapacityType, Overhead};
 
     fn offering(zone: &str, capacity_type: CapacityType, price: f64) -> Offering {

@@ -12,9 +12,7 @@ use kube::ResourceExt;
 use super::super::balanced::{self, PoolScore, ScoredMove};
 use super::super::context::{PassContext, moves, own_replacements};
 use super::super::types::{Candidate, Command, KeptReason, Method, Verdict};
-use crate::apis::labels::{
-    CAPACITY_RESERVATION_ID_LABEL_KEY, CAPACITY_TYPE_LABEL_KEY, ZONE_LABEL_KEY,
-};
+use crate::apis::labels::{CAPACITY_TYPE_LABEL_KEY, ZONE_LABEL_KEY};
 use crate::apis::nodepool::{ConsolidationPolicy, DisruptionReason};
 use crate::scheduling::{
     CapacityType, InstanceType, NewNodeClaim, Offering, Requirement, Requirements,
@@ -320,17 +318,7 @@ fn allows(requirements: &Requirements, key: &str, value: &str) -> bool {
 
 /// Whether a launch under `requirements` may use `offering`.
 fn offering_allowed(requirements: &Requirements, offering: &Offering) -> bool {
-    offering.available
-        && allows(requirements, ZONE_LABEL_KEY, &offering.zone)
-        && allows(
-            requirements,
-            CAPACITY_TYPE_LABEL_KEY,
-            offering.capacity_type.label_value(),
-        )
-        && offering
-            .reservation_id
-            .as_deref()
-            .is_none_or(|id| allows(requirements, CAPACITY_RESERVATION_ID_LABEL_KEY, id))
+    offering.available && offering.allowed_by(requirements)
 }
 
 fn cheapest_offering<'a>(

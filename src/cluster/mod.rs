@@ -30,7 +30,7 @@ pub use converted::ConvertedPods;
 pub use input::{ClusterInput, InputError, PoolOutcome, Prepared, cluster_input, scheduler_input};
 pub use nodes::{BoundPod, NodeRecords, StateNode};
 pub use overlays::evaluate_overlays;
-pub use pools::{PoolSpecs, pool_specs};
+pub use pools::{PoolSpecs, pool_not_ready, pool_specs};
 pub use state::{ClusterState, StateDriver, Watched};
 
 /// The objects of a cluster a provisioning decision is made from, shared

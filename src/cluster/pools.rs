@@ -182,6 +182,12 @@ fn pool_not_usable(pool: &NodePool) -> Option<Blocked> {
             "the NodePool is being deleted",
         ));
     }
+    pool_not_ready(pool)
+}
+
+/// Why a NodePool whose `Ready` condition is present and not `True` may
+/// not launch (one without conditions yet, a manifest, may).
+pub fn pool_not_ready(pool: &NodePool) -> Option<Blocked> {
     let conditions = pool.status.as_ref()?.conditions.as_deref()?;
     let ready = find_condition(conditions, "Ready")?;
     (!ready.is_true()).then(|| {

@@ -1,7 +1,7 @@
 //! What `simulate` says of static NodePools (`spec.replicas`): how many
 //! NodeClaims each would open, from which template claim, or which it
 //! would delete — the static capacity controller's own decision
-//! ([`plan_static_pool`]) on the manifests. Static pools never take
+//! ([`static_capacity::static_pools`]) on the manifests. Static pools never take
 //! pending pods, so the round's solve leaves them out; their plans are
 //! reported beside it under `staticNodePools`.
 
@@ -11,8 +11,8 @@ use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
 use crate::cluster::ClusterSnapshot;
-use crate::controllers::static_capacity::plan_static_pool;
-use crate::scheduling::{NodePoolSpec, SchedulerOptions, static_node_claim};
+use crate::controllers::static_capacity::{self, StaticPool};
+use crate::scheduling::{NodePoolSpec, SchedulerOptions};
 
 /// One static NodePool in a plan (the `staticNodePools[]` of the JSON).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -63,11 +63,19 @@ pub fn static_pools(
     gate: bool,
     now: Timestamp,
 ) -> Vec<StaticPoolPlan> {
+    let mut found = static_capacity::static_pools(
+        snapshot,
+        pools,
+        &BTreeSet::new(),
+        now,
+        options.max_instance_types,
+    );
+    // In the snapshot's order.
     snapshot
         .node_pools
         .iter()
-        .filter_map(|pool| plan_static_pool(snapshot, pool, &BTreeSet::new(), now))
-        .map(|plan| {
+        .filter_map(|pool| found.remove(pool.metadata.name.as_deref()?))
+        .map(|StaticPool { plan, template }| {
             let mut out = StaticPoolPlan {
                 node_pool: plan.node_pool.clone(),
                 replicas: plan.replicas,
@@ -90,10 +98,6 @@ pub fn static_pools(
             if out.open == 0 {
                 return out;
             }
-            let template = match pools.iter().find(|p| p.name == plan.node_pool) {
-                None => Err("the NodePool cannot be read".to_string()),
-                Some(spec) => static_node_claim(spec, options.max_instance_types),
-            };
             match template {
                 Ok(claim) => {
                     out.price_per_hour = claim.price * out.open as f64;

@@ -22,7 +22,7 @@ use kube::api::{Api, PostParams};
 use kube::runtime::events::{Event, EventType};
 use kube::{Client, Resource, ResourceExt};
 
-pub use plan::{StaticCounts, StaticPlan, plan_static_pool};
+pub use plan::{StaticCounts, StaticPlan, StaticPool, plan_static_pool, static_pools};
 
 use super::ControllerError;
 use super::nodeclaim::delete_claim;

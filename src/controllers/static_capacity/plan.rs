@@ -3,7 +3,7 @@
 //! how many NodeClaims to open (Karpenter's static provisioning) or which
 //! to delete (its static deprovisioning).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -15,6 +15,7 @@ use crate::apis::{NodeClaim, NodePool};
 use crate::cluster::ClusterSnapshot;
 use crate::cluster::pods::{do_not_disrupt_active_at, is_terminal, owned_by_daemon_set};
 use crate::controllers::disruption::record::{eviction_cost, lifetime_remaining};
+use crate::scheduling::{NewNodeClaim, NodePoolSpec, static_node_claim};
 
 /// A static pool's NodeClaims counted as Karpenter's `NodePoolState` counts
 /// them.
@@ -93,8 +94,8 @@ pub fn plan_static_pool(
     if counts.active + counts.pending_disruption >= replicas {
         return Some(plan);
     }
-    if let Some(why) = not_ready(pool) {
-        plan.held = Some(why);
+    if let Some(why) = crate::cluster::pool_not_ready(pool) {
+        plan.held = Some(why.message);
         return Some(plan);
     }
     let room = plan.room();
@@ -121,6 +122,40 @@ impl StaticPlan {
             limit - c.active - c.deleting - c.pending_disruption
         })
     }
+}
+
+/// A static pool's plan and the NodeClaim it opens (or why it cannot):
+/// what disruption's static drift and `simulate` read.
+#[derive(Clone, Debug)]
+pub struct StaticPool {
+    /// The pool's counts and limit.
+    pub plan: StaticPlan,
+    /// The NodeClaim it opens per replica or replacement, or why it cannot.
+    pub template: Result<NewNodeClaim, String>,
+}
+
+/// Every static pool of `cluster` (specs `specs`), the Nodes in `marked`
+/// counted as pending disruption.
+pub fn static_pools(
+    cluster: &ClusterSnapshot,
+    specs: &[NodePoolSpec],
+    marked: &BTreeSet<String>,
+    at: Timestamp,
+    max_instance_types: usize,
+) -> BTreeMap<String, StaticPool> {
+    cluster
+        .node_pools
+        .iter()
+        .filter_map(|pool| plan_static_pool(cluster, pool, marked, at))
+        .map(|plan| {
+            let template = specs
+                .iter()
+                .find(|s| s.name == plan.node_pool)
+                .ok_or_else(|| "the NodePool cannot be read".to_string())
+                .and_then(|spec| static_node_claim(spec, max_instance_types));
+            (plan.node_pool.clone(), StaticPool { plan, template })
+        })
+        .collect()
 }
 
 /// One of the pool's NodeClaims, with what deciding needs.
@@ -242,18 +277,4 @@ fn deprovisioning_order(claims: &[PoolClaim<'_>], now: Timestamp) -> Vec<String>
 fn node_limit(pool: &NodePool) -> Option<i64> {
     let quantity = pool.spec.limits.as_ref()?.get("nodes")?;
     crate::scheduling::parse_quantity("nodes", &quantity.0, 0).ok()
-}
-
-/// Why a pool whose `Ready` condition is present and not `True` may not
-/// open NodeClaims.
-fn not_ready(pool: &NodePool) -> Option<String> {
-    let conditions = pool.status.as_ref()?.conditions.as_deref()?;
-    let ready = crate::apis::conditions::find_condition(conditions, "Ready")?;
-    (!ready.is_true()).then(|| {
-        format!(
-            "the NodePool is not ready (Ready={:?}: {})",
-            ready.status,
-            ready.message.as_deref().unwrap_or("no message")
-        )
-    })
 }

@@ -6,48 +6,8 @@
 //! only run on the pool's capacity, and kube-scheduler places them on the
 //! replacements, which are initialized before the nodes are drained.
 
-use std::collections::{BTreeMap, BTreeSet};
-
-use k8s_openapi::jiff::Timestamp;
-
 use super::super::types::{Candidate, Command, Destination, KeptReason, Method, Verdict};
-use crate::cluster::ClusterSnapshot;
-use crate::controllers::static_capacity::{StaticPlan, plan_static_pool};
-use crate::scheduling::{NewNodeClaim, NodePoolSpec, static_node_claim};
-
-/// A static pool as one pass sees it: its counts and the NodeClaim a
-/// replacement would be.
-#[derive(Clone, Debug)]
-pub struct StaticPool {
-    /// The pool's counts and limit.
-    pub plan: StaticPlan,
-    /// The replacement NodeClaim, or why it cannot be opened.
-    pub template: Result<NewNodeClaim, String>,
-}
-
-/// Every static pool of `cluster` (specs `specs`), the Nodes in `marked`
-/// counted as pending disruption.
-pub fn static_pools(
-    cluster: &ClusterSnapshot,
-    specs: &[NodePoolSpec],
-    marked: &BTreeSet<String>,
-    at: Timestamp,
-    max_instance_types: usize,
-) -> BTreeMap<String, StaticPool> {
-    cluster
-        .node_pools
-        .iter()
-        .filter_map(|pool| plan_static_pool(cluster, pool, marked, at))
-        .map(|plan| {
-            let template = specs
-                .iter()
-                .find(|s| s.name == plan.node_pool)
-                .ok_or_else(|| "the NodePool cannot be read".to_string())
-                .and_then(|spec| static_node_claim(spec, max_instance_types));
-            (plan.node_pool.clone(), StaticPool { plan, template })
-        })
-        .collect()
-}
+pub use crate::controllers::static_capacity::{StaticPool, static_pools};
 
 /// The command that replaces drifted candidates `group` of static pool
 /// `pool` (in the order drift takes them, none blocked), as many as its

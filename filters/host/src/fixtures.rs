@@ -145,42 +145,16 @@ impl Fixture {
         })
     }
 
-    /// What the module of `harness` answers to this fixture's call now.
-    fn replay(&self, harness: &Harness) -> Result<Answer, String> {
-        let call =
-            Harness::from_module(harness.module().clone()).with_context(self.context.clone());
-        let answer = match &self.answer {
-            Answer::Filter { .. } => {
-                let out = call
-                    .filter(&self.instance_types)
-                    .map_err(|e| e.to_string())?;
-                Answer::Filter {
-                    kept: out.kept,
-                    dropped: out
-                        .dropped
-                        .into_iter()
-                        .map(|(name, reason)| DroppedType { name, reason })
-                        .collect(),
-                }
-            }
-            Answer::Score { .. } => {
-                let out = call
-                    .score(&self.instance_types)
-                    .map_err(|e| e.to_string())?;
-                Answer::Score {
-                    scores: out
-                        .scores
-                        .into_iter()
-                        .map(|(name, score)| ScoredType { name, score })
-                        .collect(),
-                }
-            }
-            Answer::Select { .. } => {
-                let out = call.select(&self.amis).map_err(|e| e.to_string())?;
-                Answer::Select { order: out.order }
+    /// What the module of `harness` answers to this fixture's call now:
+    /// the same call recorded again.
+    fn replay(&self, harness: &Harness) -> Result<Answer, CallError> {
+        let given = match harness.module().role() {
+            Role::AmiSelector => Given::Amis(&self.amis),
+            Role::InstanceFilter | Role::PriorityScorer => {
+                Given::InstanceTypes(&self.instance_types)
             }
         };
-        Ok(answer)
+        Ok(Fixture::record(harness, &self.context, given)?.answer)
     }
 }
 

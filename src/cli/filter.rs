@@ -16,6 +16,7 @@ use nodewright_host::{Host, HostConfig, Inspection, ModuleRef, Role};
 mod bench;
 mod report;
 mod scaffold;
+mod vendor;
 mod workloads;
 
 use report::TestReport;
@@ -44,9 +45,10 @@ enum FilterCommand {
     /// written), the artifact's load, and p50/p99 call times over the
     /// embedded catalog or each NodePool's types of a cluster snapshot.
     Bench(BenchArgs),
-    /// Create a ready-to-build filter crate in directory NAME, depending on
-    /// the SDK and harness of this nodewright's version from crates.io (or on
-    /// a source checkout's, with --nodewright).
+    /// Create a ready-to-build filter crate in directory NAME, with the SDK
+    /// and harness this nodewright was built with written under its
+    /// `vendor/` (or from crates.io with --from-registry, or a source
+    /// checkout's with --nodewright).
     New(NewArgs),
 }
 
@@ -179,9 +181,14 @@ struct NewArgs {
     role: RoleArg,
     /// A nodewright source checkout (the directory holding `filters/sdk`
     /// and `filters/host`): the new crate depends on its SDK and harness by
-    /// absolute path instead of by version from crates.io.
-    #[arg(long, value_name = "PATH")]
+    /// absolute path instead of on the sources under `vendor/`.
+    #[arg(long, value_name = "PATH", conflicts_with = "from_registry")]
     nodewright: Option<PathBuf>,
+    /// Depend on `nodewright-filter` and `nodewright-host` from crates.io at
+    /// this nodewright's version instead of writing their sources under
+    /// `vendor/` (for when they are published there).
+    #[arg(long)]
+    from_registry: bool,
 }
 
 /// Why `nodewright filter` failed.
@@ -213,6 +220,9 @@ pub enum FilterCliError {
         /// What is wrong with it.
         problem: String,
     },
+    /// The SDK sources could not be written into the new crate.
+    #[error(transparent)]
+    Vendor(#[from] vendor::VendorError),
     /// The component to inspect could not be read.
     #[error("cannot read {path}: {source}")]
     Read {
@@ -231,7 +241,7 @@ pub fn run(args: FilterArgs) -> Result<(), CliError> {
         FilterCommand::Inspect(a) => inspect(&a),
         FilterCommand::Bench(a) => bench(&a),
         FilterCommand::New(a) => {
-            let source = scaffold::sdk_source(a.nodewright.as_deref())?;
+            let source = scaffold::sdk_source(a.nodewright.as_deref(), a.from_registry)?;
             let text = scaffold::create(&a.name, Role::from(a.role), &source)?;
             emit(&text)
         }

@@ -377,9 +377,9 @@ every type and reason: --output json
 }
 
 #[test]
-fn filter_new_depends_on_the_sdk_by_version_by_default() {
+fn filter_new_from_registry_depends_on_the_sdk_by_version() {
     let dir = tempdir("new-version");
-    let out = nodewright_in(&dir, &["filter", "new", "by-version"]);
+    let out = nodewright_in(&dir, &["filter", "new", "by-version", "--from-registry"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stdout(&out).contains("from crates.io"), "{}", stdout(&out));
     let text = std::fs::read_to_string(dir.join("by-version/Cargo.toml")).unwrap();
@@ -396,6 +396,80 @@ fn filter_new_depends_on_the_sdk_by_version_by_default() {
         manifest["features"]["harness"].as_array().unwrap()[0].as_str(),
         Some("dep:nodewright-host")
     );
+    assert!(!dir.join("by-version/vendor").exists());
+    // Registry or checkout, not both.
+    let out = nodewright_in(
+        &dir,
+        &[
+            "filter",
+            "new",
+            "both",
+            "--from-registry",
+            "--nodewright",
+            ".",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("cannot be used with"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!dir.join("both").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// By default the crate carries the SDK's sources under vendor/ and the
+/// lockfile nodewright was built with, and names no path outside itself.
+#[test]
+fn filter_new_writes_the_sdk_under_vendor_by_default() {
+    let dir = tempdir("new-vendored");
+    let out = nodewright_in(&dir, &["filter", "new", "vendored"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("under vendor/"), "{}", stdout(&out));
+    let crate_dir = dir.join("vendored");
+    let text = std::fs::read_to_string(crate_dir.join("Cargo.toml")).unwrap();
+    let manifest: toml::Table = toml::from_str(&text).unwrap();
+    let deps = manifest["dependencies"].as_table().unwrap();
+    assert_eq!(
+        deps["nodewright-filter"]["path"].as_str(),
+        Some("vendor/sdk")
+    );
+    assert_eq!(
+        deps["nodewright-host"]["path"].as_str(),
+        Some("vendor/host")
+    );
+    assert_eq!(deps["nodewright-host"]["optional"].as_bool(), Some(true));
+    assert_eq!(
+        manifest["workspace"]["exclude"].as_array().unwrap()[0].as_str(),
+        Some("vendor")
+    );
+    for file in [
+        "vendor/sdk/Cargo.toml",
+        "vendor/sdk/build.rs",
+        "vendor/sdk/wit/filters.wit",
+        "vendor/host/src/harness.rs",
+        "vendor/available-amis/src/lib.rs",
+        "vendor/flex-first/src/lib.rs",
+        "Cargo.lock",
+    ] {
+        assert!(crate_dir.join(file).is_file(), "{file}");
+    }
+    let readme = std::fs::read_to_string(crate_dir.join("README.md")).unwrap();
+    assert!(readme.contains("--from-registry"), "{readme}");
+    let checkout = Path::new(env!("CARGO_MANIFEST_DIR")).display().to_string();
+    for file in [
+        "Cargo.toml",
+        "vendor/sdk/Cargo.toml",
+        "vendor/host/Cargo.toml",
+    ] {
+        let text = std::fs::read_to_string(crate_dir.join(file)).unwrap();
+        assert!(
+            !text.contains(&checkout),
+            "{file} names the checkout: {text}"
+        );
+        assert!(!text.contains(".workspace"), "{file} inherits: {text}");
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -454,8 +528,9 @@ fn pathdiff(target: &Path, from: &Path) -> String {
     parts.join("/")
 }
 
-/// Every role's scaffold passes its own native unit tests — without the
-/// Wasm runtime (the harness is behind a feature).
+/// Every role's scaffold passes its own native unit tests, with the SDK
+/// it carries under vendor/ — without the Wasm runtime (the harness is
+/// behind a feature).
 #[test]
 fn scaffolded_crates_pass_their_native_unit_tests() {
     let dir = tempdir("new-units");
@@ -463,26 +538,12 @@ fn scaffolded_crates_pass_their_native_unit_tests() {
     let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/nodewright-scaffolds");
     for role in ["instance-filter", "priority-scorer", "ami-selector"] {
         let name = format!("unit-{role}");
-        let out = nodewright_in(
-            &dir,
-            &[
-                "filter",
-                "new",
-                &name,
-                "--role",
-                role,
-                "--nodewright",
-                env!("CARGO_MANIFEST_DIR"),
-            ],
-        );
+        let out = nodewright_in(&dir, &["filter", "new", &name, "--role", role]);
         assert!(out.status.success(), "{}", stderr(&out));
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let out = Command::new(cargo)
+        let out = nodewright_host::harness::cargo_command()
             .args(["test", "--quiet", "--target-dir"])
             .arg(&target)
             .current_dir(dir.join(&name))
-            .env_remove("RUSTFLAGS")
-            .env_remove("CARGO_ENCODED_RUSTFLAGS")
             .output()
             .unwrap();
         assert!(

@@ -23,6 +23,7 @@ mod disruption_orchestration;
 mod drain_budgets;
 mod extensions;
 mod filter_cli;
+mod filter_from_binary;
 mod fixture;
 mod instance_profile_gc;
 mod instance_status;

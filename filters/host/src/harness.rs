@@ -321,6 +321,37 @@ fn shared_host() -> Result<Host, crate::HostError> {
     Ok(HOST.get_or_init(|| host).clone())
 }
 
+/// A `cargo` command (the one running the tests, else the PATH's) with the
+/// environment a shell would give it: none of the variables cargo sets for
+/// the test that runs it (`CARGO_MANIFEST_DIR`, `CARGO_PKG_*`, `OUT_DIR`, …), which
+/// would make build scripts that watch them look changed to the next build
+/// sharing the target directory, and no `RUSTFLAGS`.
+pub fn cargo_command() -> Command {
+    let mut command = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    for (name, _) in std::env::vars_os() {
+        let name_text = name.to_string_lossy();
+        let set_for_a_test = [
+            "CARGO_MANIFEST_",
+            "CARGO_PKG_",
+            "CARGO_CRATE_",
+            "CARGO_BIN_",
+            "CARGO_PRIMARY_PACKAGE",
+            "CARGO_TARGET_TMPDIR",
+            "CARGO_RUSTC_CURRENT_DIR",
+            "OUT_DIR",
+        ]
+        .iter()
+        .any(|prefix| name_text.starts_with(prefix));
+        if set_for_a_test {
+            command.env_remove(&name);
+        }
+    }
+    command
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS");
+    command
+}
+
 /// Builds the crate at `crate_dir` with `cargo build --target wasm32-wasip2
 /// --release` (into `<target>/nodewright-components`, next to the test
 /// binary's target directory) and returns the path of its `.wasm`. Repeated
@@ -340,8 +371,7 @@ pub fn build_component(crate_dir: impl AsRef<Path>) -> Result<PathBuf, HarnessEr
         message,
     };
     let target_dir = component_target_dir();
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let output = Command::new(cargo)
+    let output = cargo_command()
         .current_dir(&dir)
         .args([
             "build",
@@ -353,8 +383,6 @@ pub fn build_component(crate_dir: impl AsRef<Path>) -> Result<PathBuf, HarnessEr
         .arg("--target-dir")
         .arg(&target_dir)
         .env_remove("CARGO_TARGET_DIR")
-        .env_remove("RUSTFLAGS")
-        .env_remove("CARGO_ENCODED_RUSTFLAGS")
         .output()
         .map_err(|e| fail(format!("cannot run cargo: {e}")))?;
     if !output.status.success() {

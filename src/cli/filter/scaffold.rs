@@ -6,14 +6,17 @@ use std::path::{Path, PathBuf};
 
 use nodewright_host::Role;
 
-use super::FilterCliError;
+use super::{FilterCliError, vendor};
 use crate::cli::CliError;
 
 /// Where a new crate gets the SDK (`nodewright-filter`) and the harness
 /// (`nodewright-host`) from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SdkSource {
-    /// The registry, at this version: all an author needs is `cargo`.
+    /// The sources this binary carries, written under the crate's
+    /// `vendor/`: builds with nothing but this binary and crates.io.
+    Vendored,
+    /// The registry, at this version, once the crates are published there.
     Registry {
         /// The version requirement written for both crates.
         version: &'static str,
@@ -35,6 +38,10 @@ impl SdkSource {
     /// The two dependency lines of the new crate's `[dependencies]`.
     fn dependencies(&self) -> String {
         match self {
+            SdkSource::Vendored => format!(
+                "nodewright-filter = {{ path = \"{dir}/sdk\" }}\nnodewright-host = {{ path = \"{dir}/host\", optional = true }}",
+                dir = vendor::DIR
+            ),
             SdkSource::Registry { version } => format!(
                 "nodewright-filter = {v}\nnodewright-host = {{ version = {v}, optional = true }}",
                 v = toml_string(version)
@@ -50,20 +57,47 @@ impl SdkSource {
     /// Where the dependencies come from, for the message after `new`.
     fn describe(&self) -> String {
         match self {
+            SdkSource::Vendored => format!(
+                "with the SDK and harness of nodewright {} under {}/",
+                nodewright_host::sdk::VERSION,
+                vendor::DIR
+            ),
             SdkSource::Registry { version } => format!(
                 "depending on nodewright-filter and nodewright-host {version} from crates.io"
             ),
             SdkSource::Checkout(root) => format!("using the SDK in {}", root.display()),
         }
     }
+
+    /// What the new crate's README says about where its SDK comes from.
+    fn readme_note(&self) -> &'static str {
+        match self {
+            SdkSource::Vendored => VENDORED_README,
+            SdkSource::Registry { .. } | SdkSource::Checkout(_) => "",
+        }
+    }
+
+    /// The new crate's `[workspace]`: a standalone crate, whose vendored
+    /// crates are path dependencies rather than members.
+    fn workspace(&self) -> String {
+        match self {
+            SdkSource::Vendored => format!("[workspace]\nexclude = [\"{}\"]", vendor::DIR),
+            SdkSource::Registry { .. } | SdkSource::Checkout(_) => "[workspace]".to_string(),
+        }
+    }
 }
 
-/// The dependency source for `new`: the registry unless `--nodewright`
-/// names a checkout, which must then hold the SDK and the harness.
-pub fn sdk_source(given: Option<&Path>) -> Result<SdkSource, FilterCliError> {
-    match given {
-        None => Ok(SdkSource::registry()),
-        Some(path) => source_tree(path).map(SdkSource::Checkout),
+/// The dependency source for `new`: the vendored sources unless
+/// `--from-registry` asks for crates.io or `--nodewright` names a checkout,
+/// which must then hold the SDK and the harness.
+pub fn sdk_source(
+    checkout: Option<&Path>,
+    from_registry: bool,
+) -> Result<SdkSource, FilterCliError> {
+    match (checkout, from_registry) {
+        (Some(path), _) => source_tree(path).map(SdkSource::Checkout),
+        (None, true) => Ok(SdkSource::registry()),
+        (None, false) => Ok(SdkSource::Vendored),
     }
 }
 
@@ -124,6 +158,9 @@ pub fn create(name: &str, role: Role, source: &SdkSource) -> Result<String, CliE
             .replace("__LIB__", &lib_name)
             .replace("__ROLE__", role.as_str())
             .replace("__DEPENDENCIES__", &source.dependencies())
+            .replace("__WORKSPACE__", &source.workspace())
+            .replace("__DEV_PROFILE__", &vendor::dev_profile())
+            .replace("__README_SOURCE__", source.readme_note())
     };
     std::fs::create_dir_all(dir.join("src"))?;
     std::fs::create_dir_all(dir.join("tests"))?;
@@ -140,6 +177,9 @@ pub fn create(name: &str, role: Role, source: &SdkSource) -> Result<String, CliE
     );
     std::fs::write(dir.join("tests/harness.rs"), fill(&harness))?;
     std::fs::write(dir.join("README.md"), fill(README))?;
+    if *source == SdkSource::Vendored {
+        vendor::write(&dir).map_err(FilterCliError::from)?;
+    }
     Ok(format!(
         "created {name}/ ({role}), {}\nnext: cd {name} && cargo test && cargo build --target wasm32-wasip2 --release\n",
         source.describe()
@@ -167,7 +207,7 @@ version = "0.1.0"
 edition = "2024"
 
 # A standalone crate, not part of any enclosing workspace.
-[workspace]
+__WORKSPACE__
 
 [lib]
 crate-type = ["cdylib", "rlib"]
@@ -191,7 +231,10 @@ required-features = ["harness"]
 opt-level = "s"
 lto = true
 strip = true
-"#;
+
+# nodewright's own dev profile: the Wasm compiler optimised in debug builds,
+# so that a harness test compiles a component in a fraction of a second.
+__DEV_PROFILE__"#;
 
 /// Appended to every role's harness test: the calls recorded on a cluster
 /// (`filter test --snapshot … --record fixtures`) still get their answers.
@@ -228,6 +271,22 @@ snapshot; `--record fixtures` writes one file per NodePool, and
 
 See docs/authoring-filters.md in the nodewright repository for referencing
 it from an EC2NodeClass.
+__README_SOURCE__"#;
+
+/// Appended to the README of a crate with the SDK under `vendor/`.
+const VENDORED_README: &str = r#"
+## The SDK under vendor/
+
+`vendor/` holds the sources of the SDK (`nodewright-filter`), the harness
+(`nodewright-host`) and the two built-ins the harness carries, as the
+`nodewright` binary that wrote this crate was built with; Cargo.toml
+depends on them by path and Cargo.lock starts from the versions nodewright
+was tested with. Nothing in `vendor/` is meant to be edited. Once the crates
+are on crates.io, switch to them by replacing the two `path` dependencies
+with `nodewright-filter = "VERSION"` and `nodewright-host = { version =
+"VERSION", optional = true }` (VERSION as `nodewright --version` prints it)
+and deleting `vendor/`; `nodewright filter new --from-registry` writes a
+crate that way.
 "#;
 
 const FILTER_LIB: &str = r##"//! A nodewright instance filter.
@@ -428,13 +487,14 @@ mod tests {
     fn source_tree_must_hold_the_sdk() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));
         assert_eq!(
-            sdk_source(Some(root)).unwrap(),
+            sdk_source(Some(root), false).unwrap(),
             SdkSource::Checkout(root.canonicalize().unwrap())
         );
-        assert_eq!(sdk_source(None).unwrap(), SdkSource::registry());
-        let err = sdk_source(Some(&root.join("does-not-exist"))).unwrap_err();
+        assert_eq!(sdk_source(None, false).unwrap(), SdkSource::Vendored);
+        assert_eq!(sdk_source(None, true).unwrap(), SdkSource::registry());
+        let err = sdk_source(Some(&root.join("does-not-exist")), false).unwrap_err();
         assert!(err.to_string().contains("cannot resolve it"), "{err}");
-        let err = sdk_source(Some(&root.join("src"))).unwrap_err();
+        let err = sdk_source(Some(&root.join("src")), false).unwrap_err();
         assert!(
             err.to_string().contains("has no filters/sdk/Cargo.toml"),
             "{err}"

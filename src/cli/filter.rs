@@ -79,9 +79,10 @@ enum ModeArg {
     Shadow,
 }
 
-/// Arguments of `nodewright filter test`.
+/// What `filter test` and `filter bench` call: the component, its role,
+/// its config, and where its candidates come from.
 #[derive(Debug, Args)]
-struct TestArgs {
+struct CallArgs {
     /// The component file (`.wasm`) or `builtin:NAME`.
     component: String,
     /// Which world the component implements.
@@ -90,23 +91,63 @@ struct TestArgs {
     /// The `config` JSON the component receives.
     #[arg(long, default_value = "{}")]
     config: String,
+    /// Region of the embedded catalog, used when neither a candidates file
+    /// nor a snapshot is given.
+    #[arg(long, default_value = "us-east-1")]
+    region: String,
+    /// A cluster snapshot or manifests (`kubectl get
+    /// nodepools,ec2nodeclasses -o yaml`, `-` for standard input): the
+    /// component runs on each NodePool's instance types, resolved from its
+    /// EC2NodeClass, with the NodePool and class as context. Not for
+    /// ami-selector.
+    #[arg(long, value_name = "FILE")]
+    snapshot: Option<PathBuf>,
+}
+
+impl CallArgs {
+    /// The calls to make: one per NodePool of `--snapshot`, else one over
+    /// `candidates` (a file), or the embedded catalog's types (filters,
+    /// scorers) or the sample AMIs (selectors).
+    fn workloads(&self, candidates: Option<&Path>) -> Result<Vec<workloads::Workload>, CliError> {
+        let role = Role::from(self.role);
+        let now = crate::extensions::unix_now();
+        if let Some(path) = &self.snapshot {
+            if role == Role::AmiSelector {
+                return Err("--snapshot gives instance types; an ami-selector runs on --candidates or the sample AMIs: leave --snapshot out".into());
+            }
+            return workloads::snapshot_workloads(path, &self.region, &self.config, now);
+        }
+        let candidates = if role == Role::AmiSelector {
+            workloads::Candidates::Amis(amis(candidates)?)
+        } else {
+            workloads::Candidates::Types(instance_types(candidates, &self.region)?)
+        };
+        Ok(vec![workloads::Workload {
+            node_pool: None,
+            context: Context {
+                node_pool: "default".to_string(),
+                node_class: "default".to_string(),
+                region: self.region.clone(),
+                config: self.config.clone(),
+                now,
+            },
+            candidates,
+        }])
+    }
+}
+
+/// Arguments of `nodewright filter test`.
+#[derive(Debug, Args)]
+struct TestArgs {
+    #[command(flatten)]
+    call: CallArgs,
     /// JSON file with the candidates: an array of instance types (filters,
     /// scorers) or AMIs (selectors) in the SDK's serde shape. Without it,
     /// filters and scorers get every instance type of the embedded catalog
     /// and selectors a sample set of AMIs (pending, failed, deprecated, both
     /// architectures).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "snapshot")]
     candidates: Option<PathBuf>,
-    /// Region of the embedded catalog used when no candidates file is given.
-    #[arg(long, default_value = "us-east-1")]
-    region: String,
-    /// A cluster snapshot or manifests (`kubectl get
-    /// nodepools,ec2nodeclasses -o yaml`, `-` for standard input): the
-    /// component runs once per NodePool on the instance types its
-    /// EC2NodeClass resolves to, with the NodePool and class as context.
-    /// Not for ami-selector.
-    #[arg(long, value_name = "FILE", conflicts_with = "candidates")]
-    snapshot: Option<PathBuf>,
     /// Write each call's context, candidates and answer as a fixture file
     /// in DIR (`<nodepool>.json`, or `catalog.json` / `amis.json`), which
     /// `Harness::assert_fixtures` replays in a filter crate's tests.
@@ -145,27 +186,11 @@ impl From<RoleArg> for Role {
 /// Arguments of `nodewright filter bench`.
 #[derive(Debug, Args)]
 struct BenchArgs {
-    /// The component file (`.wasm`) or `builtin:NAME`.
-    component: String,
-    /// Which world the component implements.
-    #[arg(long, value_enum)]
-    role: RoleArg,
-    /// The `config` JSON the component receives.
-    #[arg(long, default_value = "{}")]
-    config: String,
-    /// A cluster snapshot or manifests (`kubectl get nodepools,ec2nodeclasses
-    /// -o yaml`, `-` for standard input): each NodePool's instance types,
-    /// resolved from its EC2NodeClass, are one run, with the NodePool and
-    /// class as context. Without it, the embedded catalog's types (filters,
-    /// scorers) or the sample AMIs (selectors). Not for ami-selector.
-    #[arg(long, value_name = "FILE")]
-    snapshot: Option<PathBuf>,
+    #[command(flatten)]
+    call: CallArgs,
     /// Timed calls per run (after three warm-up calls).
     #[arg(long, default_value_t = 200)]
     calls: usize,
-    /// Region of the embedded catalog.
-    #[arg(long, default_value = "us-east-1")]
-    region: String,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Output::Text)]
     output: Output,
@@ -249,11 +274,11 @@ pub fn run(args: FilterArgs) -> Result<(), CliError> {
 }
 
 fn test(args: &TestArgs) -> Result<(), CliError> {
-    let role = Role::from(args.role);
+    let role = Role::from(args.call.role);
     let loaded = Instant::now();
-    let harness = match ModuleRef::parse(&args.component) {
+    let harness = match ModuleRef::parse(&args.call.component) {
         ModuleRef::Builtin(name) => Harness::builtin(role, &name)?,
-        _ => Harness::load_file(role, &args.component)?,
+        _ => Harness::load_file(role, &args.call.component)?,
     };
     let load_time = loaded.elapsed();
     let module = harness
@@ -263,31 +288,7 @@ fn test(args: &TestArgs) -> Result<(), CliError> {
             timeout: std::time::Duration::from_millis(args.timeout_ms),
             ..harness.module().limits()
         });
-    let now = crate::extensions::unix_now();
-    let runs = match &args.snapshot {
-        Some(_) if role == Role::AmiSelector => {
-            return Err("--snapshot gives instance types; test an ami-selector with --candidates or the sample AMIs".into());
-        }
-        Some(path) => workloads::snapshot_workloads(path, &args.region, &args.config, now)?,
-        None => vec![workloads::Workload {
-            node_pool: None,
-            context: Context {
-                node_pool: "default".to_string(),
-                node_class: "default".to_string(),
-                region: "us-east-1".to_string(),
-                config: args.config.clone(),
-                now,
-            },
-            candidates: if role == Role::AmiSelector {
-                workloads::Candidates::Amis(amis(args.candidates.as_deref())?)
-            } else {
-                workloads::Candidates::Types(instance_types(
-                    args.candidates.as_deref(),
-                    &args.region,
-                )?)
-            },
-        }],
-    };
+    let runs = args.call.workloads(args.candidates.as_deref())?;
     let shadow = args.mode == ModeArg::Shadow;
     let mut reports = Vec::new();
     for run in runs {
@@ -332,7 +333,7 @@ fn test(args: &TestArgs) -> Result<(), CliError> {
             if shadow { " in shadow mode" } else { "" },
         )
     };
-    match (args.output, args.snapshot.is_some()) {
+    match (args.output, args.call.snapshot.is_some()) {
         (Output::Json, false) => emit(&format!("{}\n", serde_json::to_string_pretty(&reports[0])?)),
         (Output::Json, true) => emit(&format!("{}\n", serde_json::to_string_pretty(&reports)?)),
         (Output::Text, _) => emit(
@@ -365,32 +366,9 @@ fn record(dir: &Path, harness: &Harness, run: &workloads::Workload) -> Result<()
 }
 
 fn bench(args: &BenchArgs) -> Result<(), CliError> {
-    let role = Role::from(args.role);
-    let now = crate::extensions::unix_now();
-    let context = Context {
-        node_pool: "default".to_string(),
-        node_class: "default".to_string(),
-        region: args.region.clone(),
-        config: args.config.clone(),
-        now,
-    };
-    let workloads = match (&args.snapshot, role) {
-        (Some(_), Role::AmiSelector) => {
-            return Err("--snapshot gives instance types; an ami-selector is timed on the sample AMIs: leave --snapshot out".into());
-        }
-        (Some(path), _) => workloads::snapshot_workloads(path, &args.region, &args.config, now)?,
-        (None, Role::AmiSelector) => vec![workloads::Workload {
-            node_pool: None,
-            context,
-            candidates: workloads::Candidates::Amis(amis(None)?),
-        }],
-        (None, _) => vec![workloads::Workload {
-            node_pool: None,
-            context,
-            candidates: workloads::Candidates::Types(instance_types(None, &args.region)?),
-        }],
-    };
-    let report = bench::bench(&args.component, role, workloads, args.calls)?;
+    let role = Role::from(args.call.role);
+    let workloads = args.call.workloads(None)?;
+    let report = bench::bench(&args.call.component, role, workloads, args.calls)?;
     match args.output {
         Output::Json => emit(&format!("{}\n", serde_json::to_string_pretty(&report)?)),
         Output::Text => emit(&bench::render(&report)),

@@ -40,7 +40,7 @@ use crate::aws::launch_template::{
 use crate::cloudprovider::launch::{Launched, image_for, launch_options, launched_node_claim};
 use crate::cloudprovider::{
     CloudProvider, CloudProviderError, DriftReason, InstanceTypeSource, LaunchableTypes,
-    NodeClassContext, ProviderId, Registration, RepairPolicy, UnavailableOfferings,
+    NodeClassContext, PlacementScope, ProviderId, Registration, RepairPolicy, UnavailableOfferings,
     launchable_off_thread, node_class_hash_drifted, placement_group_drifted,
     placement_group_labels, stamp_node_class_hash, targeted_partition,
 };
@@ -523,6 +523,15 @@ impl CloudProvider for AwsCloudProvider {
                 .context
                 .clone()
                 .filter(|_| !min_values_relaxed(claim)),
+            placement: class
+                .class
+                .status
+                .as_ref()
+                .and_then(|s| s.placement_group.as_ref())
+                .map(|group| PlacementScope {
+                    group_id: group.id.clone(),
+                    partition: targeted_partition(claim),
+                }),
         };
         request.client_token = client_token(claim, &request);
         let outcome = match self.instances.create_fleet(&request).await {

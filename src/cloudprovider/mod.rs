@@ -33,7 +33,7 @@ pub use error::{BoxError, CloudProviderError, OfferingKey};
 pub use placement_group::{placement_group_drifted, placement_group_labels, targeted_partition};
 pub use provider_id::ProviderId;
 pub use repair::repair_policies;
-pub use unavailable_offerings::{UNAVAILABLE_OFFERINGS_TTL, UnavailableOfferings};
+pub use unavailable_offerings::{PlacementScope, UNAVAILABLE_OFFERINGS_TTL, UnavailableOfferings};
 
 /// An EC2NodeClass as a provider call needs it: the class, and the
 /// ConfigMaps its extension modules may be stored in.

@@ -109,6 +109,7 @@ fn the_client_token_follows_the_claim_and_the_request() {
         tags: BTreeMap::new(),
         client_token: String::new(),
         context: None,
+        placement: None,
     };
     let by_name = client_token(&claim, &request);
     assert_eq!(by_name.len(), "nodewright-".len() + 40);

@@ -23,6 +23,7 @@ use aws_sdk_ec2::types::{
 
 use super::filter::ReservationKind;
 use crate::aws::launch_template::ec2_tags;
+use crate::cloudprovider::PlacementScope;
 use crate::scheduling::CapacityType;
 
 /// Most overrides one CreateFleet call carries; the first in launch order win.
@@ -82,6 +83,9 @@ pub struct FleetRequest {
     pub client_token: String,
     /// `spec.context`.
     pub context: Option<String>,
+    /// The placement group (and partition) the instance launches into:
+    /// the capacity errors met are marked for it only.
+    pub placement: Option<PlacementScope>,
 }
 
 impl FleetRequest {
@@ -237,6 +241,14 @@ impl FleetError {
     /// Whether the code means the offering had no capacity.
     pub fn is_unfulfillable_capacity(&self) -> bool {
         UNFULFILLABLE_CAPACITY_CODES.contains(&self.code.as_str())
+    }
+
+    /// Whether EC2 refused because a spread placement group already holds
+    /// seven instances in the zone (Karpenter's
+    /// `IsSpreadPlacementGroupLimitError`): no type fits there any more.
+    pub fn is_spread_placement_group_limit(&self) -> bool {
+        self.message
+            .contains("limit of instances in this spread placement group")
     }
 }
 

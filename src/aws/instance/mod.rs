@@ -21,7 +21,9 @@ pub use fleet::{
 use crate::apis::labels::NODE_POOL_LABEL_KEY;
 use crate::aws::errors::ServiceFailure;
 use crate::aws::launch_template::{CLUSTER_NAME_TAG_KEY, tag_filter};
-use crate::cloudprovider::{BoxError, CloudProviderError, OfferingKey, UnavailableOfferings};
+use crate::cloudprovider::{
+    BoxError, CloudProviderError, OfferingKey, PlacementScope, UnavailableOfferings,
+};
 use crate::scheduling::CapacityType;
 
 /// The tag holding the NodeClaim an instance was launched for.
@@ -208,8 +210,9 @@ impl InstanceProvider {
     }
 
     /// Sends `request` and reads the answer. Every override refused for lack
-    /// of capacity is marked unavailable (type, zone, capacity type) before
-    /// this returns, whether or not an instance launched.
+    /// of capacity is marked unavailable (type, zone, capacity type; in the
+    /// request's placement group only, when it has one) before this
+    /// returns, whether or not an instance launched.
     pub async fn create_fleet(
         &self,
         request: &FleetRequest,
@@ -222,9 +225,9 @@ impl InstanceProvider {
                 source: Box::new(ServiceFailure::from_sdk("ec2:CreateFleet", &e)),
             })?;
         let outcome = fleet::outcome(&output);
-        for key in unavailable_offerings(&outcome.errors, request.capacity_type) {
-            tracing::debug!(offering = %key, "marking offering unavailable after a capacity error");
-            self.unavailable.mark(key);
+        for (key, scope) in capacity_marks(request, &outcome.errors) {
+            tracing::debug!(offering = %key, placement_group = ?scope, "marking offering unavailable after a capacity error");
+            self.unavailable.mark_in(key, scope);
         }
         Ok(outcome)
     }
@@ -335,6 +338,51 @@ impl InstanceProvider {
     }
 }
 
+/// What a fleet's capacity errors mark unavailable, and where (Karpenter's
+/// `updateUnavailableOfferingsCache`): each refused override's offering, in
+/// the request's placement group and partition when it has one; when a
+/// spread group is full in a zone (seven instances), every type of the
+/// request in that zone for the group, since the limit is the group's, not
+/// a type's. A spread group's limit is not a reservation's capacity: a
+/// reserved launch marks nothing for it.
+pub fn capacity_marks(
+    request: &FleetRequest,
+    errors: &[FleetError],
+) -> Vec<(OfferingKey, Option<PlacementScope>)> {
+    let capacity_type = request.capacity_type.label_value().to_string();
+    let key = |instance_type: &str, zone: &str| OfferingKey {
+        instance_type: instance_type.to_string(),
+        zone: zone.to_string(),
+        capacity_type: capacity_type.clone(),
+    };
+    let mut marks = Vec::new();
+    for error in errors.iter().filter(|e| e.is_unfulfillable_capacity()) {
+        let Some(zone) = error.zone.as_deref() else {
+            continue;
+        };
+        if error.is_spread_placement_group_limit() {
+            if request.capacity_type == CapacityType::Reserved {
+                continue;
+            }
+            if let Some(group) = &request.placement {
+                let scope = PlacementScope::group(&group.group_id);
+                for template in &request.templates {
+                    for o in template.overrides.iter().filter(|o| o.zone == zone) {
+                        marks.push((key(&o.instance_type, zone), Some(scope.clone())));
+                    }
+                }
+                continue;
+            }
+        }
+        if let Some(instance_type) = error.instance_type.as_deref() {
+            marks.push((key(instance_type, zone), request.placement.clone()));
+        }
+    }
+    marks.sort();
+    marks.dedup();
+    marks
+}
+
 /// The offerings a fleet's capacity errors refer to, deduplicated.
 pub fn unavailable_offerings(
     errors: &[FleetError],
@@ -354,4 +402,111 @@ pub fn unavailable_offerings(
     keys.sort();
     keys.dedup();
     keys
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(capacity_type: CapacityType, placement: Option<PlacementScope>) -> FleetRequest {
+        let o = |instance_type: &str, zone: &str| FleetOverride {
+            instance_type: instance_type.to_string(),
+            zone: zone.to_string(),
+            subnet_id: format!("subnet-{zone}"),
+            image_id: "ami-1".to_string(),
+            priority: None,
+        };
+        FleetRequest {
+            capacity_type,
+            reservation_kind: None,
+            templates: vec![FleetTemplate {
+                name: "t".to_string(),
+                overrides: vec![
+                    o("m5.large", "us-east-1a"),
+                    o("m5.xlarge", "us-east-1a"),
+                    o("m5.large", "us-east-1b"),
+                ],
+            }],
+            prioritized: false,
+            tags: BTreeMap::new(),
+            client_token: String::new(),
+            context: None,
+            placement,
+        }
+    }
+
+    fn error(code: &str, message: &str) -> FleetError {
+        FleetError {
+            code: code.to_string(),
+            message: message.to_string(),
+            instance_type: Some("m5.large".to_string()),
+            zone: Some("us-east-1a".to_string()),
+        }
+    }
+
+    fn key(instance_type: &str, zone: &str) -> OfferingKey {
+        OfferingKey {
+            instance_type: instance_type.to_string(),
+            zone: zone.to_string(),
+            capacity_type: "on-demand".to_string(),
+        }
+    }
+
+    const SPREAD_FULL: &str = "You've reached the limit of instances in this spread placement group. A spread placement group can have up to seven instances per Availability Zone.";
+
+    #[test]
+    fn capacity_errors_outside_a_group_mark_the_offering_everywhere() {
+        let marks = capacity_marks(
+            &request(CapacityType::OnDemand, None),
+            &[
+                error("InsufficientInstanceCapacity", "no capacity"),
+                error("InvalidParameterValue", "bad"),
+            ],
+        );
+        assert_eq!(marks, [(key("m5.large", "us-east-1a"), None)]);
+    }
+
+    #[test]
+    fn capacity_errors_in_a_group_mark_the_offering_in_its_partition() {
+        let partition = PlacementScope {
+            group_id: "pg-1".to_string(),
+            partition: Some(3),
+        };
+        let marks = capacity_marks(
+            &request(CapacityType::OnDemand, Some(partition.clone())),
+            &[error("InsufficientInstanceCapacity", "no capacity")],
+        );
+        assert_eq!(marks, [(key("m5.large", "us-east-1a"), Some(partition))]);
+    }
+
+    #[test]
+    fn a_full_spread_group_marks_every_type_of_the_zone_for_the_group() {
+        let group = PlacementScope::group("pg-1");
+        let marks = capacity_marks(
+            &request(CapacityType::OnDemand, Some(group.clone())),
+            &[error("InsufficientInstanceCapacity", SPREAD_FULL)],
+        );
+        assert_eq!(
+            marks,
+            [
+                (key("m5.large", "us-east-1a"), Some(group.clone())),
+                (key("m5.xlarge", "us-east-1a"), Some(group.clone())),
+            ]
+        );
+        // Not a reservation's capacity; without a group, the one offering.
+        assert!(
+            capacity_marks(
+                &request(CapacityType::Reserved, Some(group)),
+                &[error("InsufficientInstanceCapacity", SPREAD_FULL)],
+            )
+            .is_empty()
+        );
+        assert_eq!(
+            capacity_marks(
+                &request(CapacityType::OnDemand, None),
+                &[error("InsufficientInstanceCapacity", SPREAD_FULL)],
+            ),
+            [(key("m5.large", "us-east-1a"), None)]
+        );
+    }
 }

@@ -191,9 +191,16 @@ impl InstanceTypeProvider {
         if self.unavailable.entries().is_empty() {
             return Ok(outcome);
         }
+        let group = class
+            .status
+            .as_ref()
+            .and_then(|s| s.placement_group.as_ref())
+            .map(|g| g.id.as_str());
         let mut marked = Outcome::clone(&outcome);
-        self.unavailable
-            .apply(Arc::make_mut(&mut marked.instance_types).as_mut_slice());
+        self.unavailable.apply(
+            Arc::make_mut(&mut marked.instance_types).as_mut_slice(),
+            group,
+        );
         Ok(Arc::new(marked))
     }
 }

@@ -1,6 +1,10 @@
 //! What moto cannot do: capacity errors, partial fleets, pagination, the
 //! exact CreateFleet request, call counts, drift of a described instance.
 
+use std::collections::BTreeSet;
+
+use nodewright::cloudprovider::PlacementScope;
+
 use super::*;
 
 /// What the mocked EC2 saw and answers.
@@ -675,4 +679,93 @@ async fn a_broad_claim_makes_one_template_per_pod_count_and_one_call_each_when_c
         "types with different pod counts need their own user data"
     );
     assert_eq!(calls, [1, templates, 1]);
+}
+
+/// `class` launching into spread placement group `pg-spread` (its status
+/// resolved).
+fn spread_class(name: &str) -> NodeClassContext {
+    let base = class(
+        name,
+        &mock_net(),
+        "  placementGroupSelector: {name: spread}\n",
+    );
+    let mut grouped = EC2NodeClass::clone(&base.class);
+    grouped.status.as_mut().unwrap().placement_group = Some(
+        nodewright::yaml::from_str(
+            "{id: pg-spread, name: spread, strategy: spread, spreadLevel: rack}",
+        )
+        .unwrap(),
+    );
+    NodeClassContext::new(grouped)
+}
+
+/// A spread group full in a zone (seven instances) refuses every type
+/// there for that group only (Karpenter's spread limit handling): the next
+/// launch into the group skips the zone, a launch outside it does not.
+#[tokio::test]
+async fn a_full_spread_group_marks_every_type_in_the_zone_for_that_group_only() {
+    let mock = mock_ec2(|input| {
+        if input
+            .launch_template_configs()
+            .iter()
+            .flat_map(|c| c.overrides())
+            .all(|o| o.availability_zone() != Some("us-east-1a"))
+        {
+            return CreateFleetOutput::builder()
+                .instances(fleet_instance("m5.large", "us-east-1b"))
+                .build();
+        }
+        let mut error = fleet_error("InsufficientInstanceCapacity", "m5.large", "us-east-1a");
+        error.error_message = Some("You've reached the limit of instances in this spread placement group. A spread placement group can have up to seven instances per Availability Zone.".to_string());
+        CreateFleetOutput::builder().errors(error).build()
+    });
+    let (cloud, unavailable) = mocked_provider(&mock, "spread-cluster");
+    let grouped = spread_class("spread-class");
+    let types = ["m5.large", "m5.xlarge"];
+    let err = cloud
+        .create(
+            &claim("spread-1", "spread-class", &types, "on-demand"),
+            &grouped,
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, CloudProviderError::InsufficientCapacity { .. }),
+        "{err}"
+    );
+    let scope = Some(PlacementScope::group("pg-spread"));
+    assert_eq!(
+        unavailable.scoped_entries(),
+        [
+            (
+                offering("m5.large", "us-east-1a", "on-demand"),
+                scope.clone()
+            ),
+            (offering("m5.xlarge", "us-east-1a", "on-demand"), scope)
+        ]
+    );
+    // Into the group again: us-east-1b only.
+    cloud
+        .create(
+            &claim("spread-2", "spread-class", &types, "on-demand"),
+            &grouped,
+        )
+        .await
+        .unwrap();
+    let zones = |i: usize| -> BTreeSet<String> {
+        overrides(&mock.fleets.lock().unwrap()[i])
+            .into_iter()
+            .map(|(_, zone, _)| zone)
+            .collect()
+    };
+    assert_eq!(zones(1), BTreeSet::from(["us-east-1b".to_string()]));
+    // Outside the group the zone is still offered.
+    let ungrouped = class("plain-class", &mock_net(), "");
+    let _ = cloud
+        .create(
+            &claim("plain", "plain-class", &types, "on-demand"),
+            &ungrouped,
+        )
+        .await;
+    assert!(zones(2).contains("us-east-1a"), "{:?}", zones(2));
 }

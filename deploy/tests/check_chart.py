@@ -34,6 +34,7 @@ NON_DEFAULT = REQUIRED + [
     "settings.extensions.moduleCache.enabled=true",
     "settings.extensions.plainHTTPRegistries={registry.kube-system:5000,localhost}",
     "settings.extensions.registryCredentialsSecret=registry-credentials",
+    "settings.extensions.moduleSignatureKeys=module-signature-keys",
     "controller.image.tag=0.1.0",
     "controller.image.digest=sha256:" + "ab" * 32,
     "controller.metrics.port=9090",
@@ -243,6 +244,7 @@ def non_default():
         "EXTENSION_CONCURRENCY": "2",
         "NODEWRIGHT_EXTENSION_CACHE_DIR": "/var/cache/nodewright",
         "NODEWRIGHT_REGISTRY_CONFIG": "/etc/nodewright/registry/.dockerconfigjson",
+        "NODEWRIGHT_MODULE_SIGNATURE_KEYS": "/etc/nodewright/module-signature-keys",
         "AWS_REGION": "eu-west-1",
         "LEADER_ELECTION_NAME": "nw-leader-election",
     }
@@ -259,9 +261,11 @@ def non_default():
     expect(container["image"], REQUIRED[0].split("=", 1)[1] + ":0.1.0@sha256:" + "ab" * 32, "image")
     expect(
         [m["mountPath"] for m in container["volumeMounts"]],
-        ["/var/cache/nodewright", "/etc/nodewright/registry", "/scratch"],
+        ["/var/cache/nodewright", "/etc/nodewright/registry", "/etc/nodewright/module-signature-keys", "/scratch"],
         "volume mounts",
     )
+    keys_volume = next(v for v in pod["volumes"] if v["name"] == "module-signature-keys")
+    expect(keys_volume["configMap"]["name"], "module-signature-keys", "module signature keys ConfigMap")
     expect(pod["serviceAccountName"], "existing", "serviceAccountName")
     expect(deployment["spec"]["replicas"], 3, "replicas")
     expect("priorityClassName" in pod, False, "no priority class")

@@ -48,6 +48,7 @@ pub(super) fn load_reason(error: &LoadError) -> &'static str {
         LoadError::Compile { .. } => "compile",
         LoadError::ForbiddenImport { .. } => "forbidden_import",
         LoadError::WrongWorld { .. } => "wrong_world",
+        LoadError::Signature { .. } => "signature",
     }
 }
 

@@ -72,6 +72,19 @@ pub enum LoadError {
         /// What went wrong and what to check.
         message: String,
     },
+    /// An `oci:` module without a signature by a trusted key, where the
+    /// host requires one.
+    #[error(
+        "module {source_desc} is refused: signatures by a key of {keys} are required and {reason}"
+    )]
+    Signature {
+        /// The `oci://` reference.
+        source_desc: String,
+        /// The trusted key set, described.
+        keys: String,
+        /// Why the signature does not do.
+        reason: String,
+    },
     /// A `url` source uses plain HTTP to a host not listed for it.
     #[error(
         "refusing to download module {source_desc} over plain HTTP: `url` must start with https:// (plain HTTP is allowed only for hosts in the host's plain-HTTP list, meant for local registries and tests; `{host}` is not in it)"

@@ -18,6 +18,7 @@ use oci_client::{Client as OciClient, Reference};
 use reqwest::Url;
 
 use crate::LoadError;
+use crate::signature::{self, SIGNATURE_ANNOTATION, SignatureLayer, SigningKeys};
 
 /// Most redirects a `url` download follows.
 pub(crate) const MAX_REDIRECTS: usize = 5;
@@ -268,15 +269,19 @@ fn describe_reqwest(e: &reqwest::Error) -> String {
     message
 }
 
-/// Pulls the single Wasm layer of the OCI artifact `reference`
-/// (`registry/repository:tag` or `registry/repository@sha256:...`, with or
-/// without an `oci://` prefix).
-pub(crate) fn fetch_oci(
+/// A registry client for `reference`, with its parsed form and the
+/// credentials for its registry.
+struct OciSession {
+    client: OciClient,
+    reference: Reference,
+    auth: RegistryAuth,
+}
+
+fn oci_session(
     reference: &str,
+    label: &str,
     settings: &FetchSettings<'_>,
-) -> Result<Arc<[u8]>, LoadError> {
-    let label = format!("oci://{}", reference.trim_start_matches("oci://"));
-    let label = label.as_str();
+) -> Result<OciSession, LoadError> {
     let parsed: Reference = reference
         .trim_start_matches("oci://")
         .parse()
@@ -310,10 +315,36 @@ pub(crate) fn fetch_oci(
         .find(|c| c.registry == parsed.registry() || c.registry == registry)
         .map(|c| RegistryAuth::Basic(c.username.clone(), c.password.clone()))
         .unwrap_or(RegistryAuth::Anonymous);
-    let max = settings.max_bytes;
     install_crypto_provider();
     let client = OciClient::try_from(config)
         .map_err(|e| download(label, format!("cannot build the registry client: {e}")))?;
+    Ok(OciSession {
+        client,
+        reference: parsed,
+        auth,
+    })
+}
+
+/// The label of an `oci:` reference in messages.
+fn oci_label(reference: &str) -> String {
+    format!("oci://{}", reference.trim_start_matches("oci://"))
+}
+
+/// Pulls the single Wasm layer of the OCI artifact `reference`
+/// (`registry/repository:tag` or `registry/repository@sha256:...`, with or
+/// without an `oci://` prefix).
+pub(crate) fn fetch_oci(
+    reference: &str,
+    settings: &FetchSettings<'_>,
+) -> Result<Arc<[u8]>, LoadError> {
+    let label = oci_label(reference);
+    let label = label.as_str();
+    let OciSession {
+        client,
+        reference: parsed,
+        auth,
+    } = oci_session(reference, label, settings)?;
+    let max = settings.max_bytes;
     run_blocking(settings.total_timeout, label, async move {
         let (manifest, _digest) = client
             .pull_image_manifest(&parsed, &auth)
@@ -349,6 +380,103 @@ pub(crate) fn fetch_oci(
             })?;
         Ok(Arc::from(sink.bytes))
     })
+}
+
+/// Largest signature payload read (cosign's are a few hundred bytes).
+const MAX_SIGNATURE_PAYLOAD: usize = 64 * 1024;
+
+/// Checks that the OCI artifact `reference` holds the module pinned as
+/// `pin` (its one Wasm layer's digest) and that its manifest carries a
+/// cosign signature made by a key of `keys` (see [`signature`]); returns
+/// the signing key's name.
+pub(crate) fn verify_oci_signature(
+    reference: &str,
+    pin: &str,
+    keys: &SigningKeys,
+    settings: &FetchSettings<'_>,
+) -> Result<String, LoadError> {
+    let label = oci_label(reference);
+    let refused = |reason: String| LoadError::Signature {
+        source_desc: label.clone(),
+        keys: keys.describe(),
+        reason,
+    };
+    let OciSession {
+        client,
+        reference: parsed,
+        auth,
+    } = oci_session(reference, &label, settings)?;
+    let (digest, layers) = run_blocking(settings.total_timeout, &label, async {
+        let (manifest, digest) = client
+            .pull_image_manifest(&parsed, &auth)
+            .await
+            .map_err(|e| {
+                download(
+                    &label,
+                    format!("cannot get the manifest: {}", with_causes(&e)),
+                )
+            })?;
+        let layer = single_wasm_layer(&label, &manifest.layers)?;
+        if layer.digest != format!("sha256:{pin}") {
+            return Err(refused(format!(
+                "the manifest's layer is {}, not the pinned module sha256:{pin}",
+                layer.digest
+            )));
+        }
+        let tag = signature::signature_tag(&digest);
+        let signatures = Reference::with_tag(
+            parsed.registry().to_string(),
+            parsed.repository().to_string(),
+            tag.clone(),
+        );
+        let (manifest, _) = client
+            .pull_image_manifest(&signatures, &auth)
+            .await
+            .map_err(|e| {
+                refused(format!(
+                    "it has no cosign signature (no tag {tag}: {}); sign it with `cosign sign --key KEY {}@{digest}`",
+                    with_causes(&e),
+                    parsed.whole().split(['@', ':']).next().unwrap_or_default()
+                ))
+            })?;
+        let mut layers = Vec::new();
+        for layer in &manifest.layers {
+            let Some(signature) = layer
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(SIGNATURE_ANNOTATION))
+            else {
+                continue;
+            };
+            if usize::try_from(layer.size).map_or(true, |size| size > MAX_SIGNATURE_PAYLOAD) {
+                continue;
+            }
+            let mut sink = CappedSink {
+                bytes: Vec::new(),
+                max: MAX_SIGNATURE_PAYLOAD,
+                overflowed: false,
+            };
+            client
+                .pull_blob(&signatures, layer, &mut sink)
+                .await
+                .map_err(|e| {
+                    download(
+                        &label,
+                        format!(
+                            "cannot get the signature payload {}: {}",
+                            layer.digest,
+                            with_causes(&e)
+                        ),
+                    )
+                })?;
+            layers.push(SignatureLayer {
+                payload: sink.bytes,
+                signature: signature.clone(),
+            });
+        }
+        Ok((digest, layers))
+    })?;
+    signature::check(keys, &digest, &layers).map_err(refused)
 }
 
 /// The one layer holding the component, or an error naming what was found.

@@ -19,10 +19,13 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 use crate::artifacts::ArtifactDir;
 use crate::bindings::{filter, host_iface, scorer, selector};
 use crate::digest::{normalize_pin, sha256_hex};
-use crate::fetch::{FetchSettings, RegistryCredentials, fetch_oci, fetch_url};
+use crate::fetch::{
+    FetchSettings, RegistryCredentials, fetch_oci, fetch_url, verify_oci_signature,
+};
 use crate::inspect::Inspection;
 use crate::module::{Builtin, LoadedModule, RolePre, WasmModule};
 use crate::sandbox::{CallState, forbidden_imports};
+use crate::signature::SigningKeys;
 use crate::{LoadError, ModuleRef, Role};
 
 /// Largest linear memory a pooled slot can hold; per-module `Limits` cap
@@ -83,6 +86,10 @@ pub struct HostConfig {
     /// Credentials for private OCI registries; others are pulled
     /// anonymously.
     pub registry_credentials: Vec<RegistryCredentials>,
+    /// When set, an `oci:` module loads only if its manifest carries a
+    /// cosign signature by one of these keys and holds the pinned module
+    /// (checked once per reference and pin, before any cache is used).
+    pub module_signature_keys: Option<Arc<SigningKeys>>,
 }
 
 impl Default for HostConfig {
@@ -98,6 +105,7 @@ impl Default for HostConfig {
             download_timeout: Duration::from_secs(60),
             max_download_bytes: 32 * 1024 * 1024,
             registry_credentials: Vec::new(),
+            module_signature_keys: None,
         }
     }
 }
@@ -151,6 +159,9 @@ struct HostInner {
     /// compiled again on every load.
     refused: moka::sync::Cache<(String, Role, String), Arc<LoadError>>,
     artifact_dir: Option<ArtifactDir>,
+    /// `oci:` references (with their pins) whose signature was verified
+    /// against `config.module_signature_keys`.
+    verified: moka::sync::Cache<(String, String), String>,
     config: HostConfig,
     ticker_stop: Arc<AtomicBool>,
 }
@@ -217,6 +228,7 @@ impl Host {
                 compiled: moka::sync::Cache::new(config.memory_cache_entries),
                 refused: moka::sync::Cache::new(config.memory_cache_entries),
                 artifact_dir,
+                verified: moka::sync::Cache::new(config.memory_cache_entries),
                 config,
                 ticker_stop,
             }),
@@ -254,6 +266,11 @@ impl Host {
             (_, None) => return Err(LoadError::MissingDigest { source_desc: label }),
             (_, Some(pin)) => normalize_pin(pin)?,
         };
+        if let (ModuleRef::Oci(reference), Some(keys)) =
+            (source, &self.inner.config.module_signature_keys)
+        {
+            self.verify_signature(reference, &pin, keys)?;
+        }
 
         if let Some(module) = self.inner.compiled.get(&(pin.clone(), role)) {
             return Ok(LoadedModule::wasm(
@@ -286,6 +303,26 @@ impl Host {
             self.inner.engine.clone(),
             self.inner.config.epoch_tick,
         ))
+    }
+
+    /// Checks `reference`'s cosign signature against `keys` once per
+    /// reference and pin: the pin binds the signed manifest to the bytes
+    /// any cache holds.
+    fn verify_signature(
+        &self,
+        reference: &str,
+        pin: &str,
+        keys: &SigningKeys,
+    ) -> Result<(), LoadError> {
+        let key = (reference.to_string(), pin.to_string());
+        if self.inner.verified.contains_key(&key) {
+            return Ok(());
+        }
+        let config = &self.inner.config;
+        let signer = verify_oci_signature(reference, pin, keys, &fetch_settings(config))?;
+        tracing::debug!(reference, signer, "module signature verified");
+        self.inner.verified.insert(key, signer);
+        Ok(())
     }
 
     /// Inspects component bytes without running them: roles, contract
@@ -393,16 +430,21 @@ pub(crate) fn is_core_module(bytes: &[u8]) -> bool {
     bytes.starts_with(b"\0asm\x01\0\0\0")
 }
 
-/// The module's bytes. Called only after both compiled caches missed, so
-/// a pinned module is downloaded once per cache lifetime.
-fn fetch(source: &ModuleRef, config: &HostConfig) -> Result<Arc<[u8]>, LoadError> {
-    let settings = || FetchSettings {
+/// The download settings of `config`.
+fn fetch_settings(config: &HostConfig) -> FetchSettings<'_> {
+    FetchSettings {
         plain_http_hosts: &config.plain_http_hosts,
         connect_timeout: config.download_connect_timeout,
         total_timeout: config.download_timeout,
         max_bytes: config.max_download_bytes,
         credentials: &config.registry_credentials,
-    };
+    }
+}
+
+/// The module's bytes. Called only after both compiled caches missed, so
+/// a pinned module is downloaded once per cache lifetime.
+fn fetch(source: &ModuleRef, config: &HostConfig) -> Result<Arc<[u8]>, LoadError> {
+    let settings = || fetch_settings(config);
     match source {
         ModuleRef::Path(path) => fs::read(path)
             .map(Arc::from)

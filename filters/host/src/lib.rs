@@ -28,6 +28,7 @@ mod module;
 mod module_ref;
 mod output;
 mod sandbox;
+pub mod signature;
 pub mod text;
 
 pub use candidates::InstanceTypeSet;
@@ -40,3 +41,4 @@ pub use inspect::{Import, Inspection, host_contract};
 pub use module::{CallReport, LoadedModule, MAX_REASON_BYTES};
 pub use module_ref::{ModuleRef, Role, UnknownRole};
 pub use nodewright_filter as sdk;
+pub use signature::{KeyError, SigningKeys};

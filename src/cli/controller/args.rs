@@ -3,10 +3,11 @@
 //! they turn into.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
-use nodewright_host::{HostConfig, Limits, credentials_from_docker_config};
+use nodewright_host::{HostConfig, Limits, SigningKeys, credentials_from_docker_config};
 
 use crate::apis::duration::parse_go_duration;
 use crate::cli::CliError;
@@ -166,6 +167,12 @@ pub struct ControllerArgs {
     /// such as a mounted `kubernetes.io/dockerconfigjson` Secret.
     #[arg(long, env = "NODEWRIGHT_REGISTRY_CONFIG", value_name = "FILE")]
     pub registry_config: Option<PathBuf>,
+    /// A directory of PEM public keys (`cosign.pub` of `cosign
+    /// generate-key-pair`; every file not starting with `.`, such as a
+    /// mounted ConfigMap): `oci:` extension modules then load only with a
+    /// cosign signature by one of them.
+    #[arg(long, env = "NODEWRIGHT_MODULE_SIGNATURE_KEYS", value_name = "DIR")]
+    pub module_signature_keys: Option<PathBuf>,
     /// Log level: `error`, `warn`, `info`, `debug`, `trace`, or a
     /// `tracing` filter such as `info,nodewright=debug`.
     #[arg(long, env = "LOG_LEVEL", default_value = "info")]
@@ -320,10 +327,15 @@ impl ControllerArgs {
                     .map_err(|e| format!("--registry-config {}: {e}", path.display()))?
             }
         };
+        let module_signature_keys = match &self.module_signature_keys {
+            None => None,
+            Some(dir) => Some(Arc::new(signing_keys(dir)?)),
+        };
         Ok(HostConfig {
             cache_dir: self.extension_cache_dir.clone(),
             plain_http_hosts: self.plain_http_registries.clone(),
             registry_credentials,
+            module_signature_keys,
             default_limits: Limits {
                 timeout: self.extension_timeout,
                 memory_bytes: self.extension_memory_mib as usize * 1024 * 1024,
@@ -383,4 +395,26 @@ impl ControllerArgs {
             static_capacity: self.feature_gate("StaticCapacity"),
         }
     }
+}
+
+/// The public keys in `dir` (`--module-signature-keys`): every regular
+/// file whose name does not start with `.` (a mounted ConfigMap's entries,
+/// not its `..data` links' targets).
+fn signing_keys(dir: &Path) -> Result<SigningKeys, CliError> {
+    let flag = format!("--module-signature-keys {}", dir.display());
+    let entries =
+        std::fs::read_dir(dir).map_err(|e| format!("{flag}: cannot read the directory: {e}"))?;
+    let mut pems = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let path = entry.path();
+        if name.starts_with('.') || !path.is_file() {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| format!("{flag}: cannot read {name}: {e}"))?;
+        pems.push((name, text));
+    }
+    pems.sort();
+    SigningKeys::from_pems(&flag, &pems).map_err(|e| e.to_string().into())
 }

@@ -278,6 +278,42 @@ mod tests {
         );
     }
 
+    /// `--module-signature-keys DIR` reads every key of a mounted
+    /// ConfigMap (not its dot entries) and names the flag, the directory
+    /// and the file when one is not a P-256 public key.
+    #[test]
+    fn module_signature_keys_are_read_from_a_directory() {
+        assert!(
+            args(&[])
+                .host_config()
+                .unwrap()
+                .module_signature_keys
+                .is_none()
+        );
+        let dir = std::env::temp_dir().join(format!("nodewright-keys-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("..2026_12_03")).unwrap();
+        let pem = "-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAESNRrGfSMJUWufBiY1SEhbROmJVR0\nJaj0fDGRUvvrsJGoHw6iSA6Tw/8R4v9c+Tldloa3DlIhJMCkqlHeT1oEzw==\n-----END PUBLIC KEY-----\n";
+        std::fs::write(dir.join("team.pub"), pem).unwrap();
+        std::fs::write(dir.join(".hidden"), "not a key").unwrap();
+        let flag = ["--module-signature-keys", dir.to_str().unwrap()];
+        let keys = args(&flag)
+            .host_config()
+            .unwrap()
+            .module_signature_keys
+            .unwrap();
+        assert_eq!(
+            keys.describe(),
+            format!("--module-signature-keys {} (team.pub)", dir.display())
+        );
+        std::fs::write(dir.join("broken.pub"), "hello").unwrap();
+        let err = args(&flag).host_config().unwrap_err().to_string();
+        assert!(err.contains("key broken.pub is not a PEM"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+        let err = args(&flag).host_config().unwrap_err().to_string();
+        assert!(err.contains("cannot read the directory"), "{err}");
+    }
+
     #[test]
     fn operator_settings_follow_the_flags() {
         let settings = args(&[

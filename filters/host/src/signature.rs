@@ -249,7 +249,7 @@ mod tests {
         .unwrap();
         let layer = signed(&pair, "sha256:aa");
         assert_eq!(
-            check(&keys, "sha256:aa", &[layer.clone()]).unwrap(),
+            check(&keys, "sha256:aa", std::slice::from_ref(&layer)).unwrap(),
             "team.pub"
         );
         // Another manifest's signature is refused, naming both digests.

@@ -77,6 +77,19 @@ pub struct ConfigMapModuleSource {
     pub key: String,
 }
 
+/// A ConfigMap whose `data` values are PEM public keys (`cosign.pub`): the
+/// keys an `oci:` entry's cosign signature must be made by.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SignatureKeysSource {
+    /// Name of the ConfigMap.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// Namespace of the ConfigMap (EC2NodeClass is cluster-scoped, so it must be given).
+    #[schemars(length(min = 1, max = 63))]
+    pub namespace: String,
+}
+
 /// One extension entry: a name, exactly one module source, and how to run it.
 ///
 /// Sources: `builtin` (a module compiled into nodewright), `configMap`
@@ -98,6 +111,10 @@ pub struct ConfigMapModuleSource {
     {
         "message": "'sha256' must not be set on a 'builtin' module",
         "rule": "!(has(self.builtin) && has(self.sha256))",
+    },
+    {
+        "message": "'signatureKeys' is only valid on an 'oci' module",
+        "rule": "!has(self.signatureKeys) || has(self.oci)",
     },
 ]))]
 pub struct ExtensionModule {
@@ -127,6 +144,11 @@ pub struct ExtensionModule {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = SHA256_PATTERN))]
     pub sha256: Option<String>,
+    /// `oci` modules only: a ConfigMap of PEM public keys; the module loads
+    /// only if its cosign signature is made by one of them (and by one of
+    /// the controller's `--module-signature-keys` when those are set too).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature_keys: Option<SignatureKeysSource>,
     /// Free-form JSON handed to the module with every call; its shape is the module's business.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::apis::schema::preserve_unknown")]
@@ -227,6 +249,8 @@ pub struct ResolvedModule {
     pub source: ModuleSource,
     /// Pinned digest (lowercase hex); `None` only for built-ins.
     pub sha256: Option<String>,
+    /// The keys an `oci` module's signature must be made by, if the entry names any.
+    pub signature_keys: Option<SignatureKeysSource>,
     /// The user's config, `Value::Null` when absent.
     pub config: serde_json::Value,
     /// What to do on failure.
@@ -268,12 +292,15 @@ impl EffectiveExtensions {
 
     /// The ConfigMaps (`namespace`, `name`) modules are stored in.
     pub fn config_map_references(&self) -> Vec<(&str, &str)> {
-        self.modules()
-            .filter_map(|module| match &module.source {
-                ModuleSource::ConfigMap(cm) => Some((cm.namespace.as_str(), cm.name.as_str())),
-                _ => None,
-            })
-            .collect()
+        let sources = self.modules().filter_map(|module| match &module.source {
+            ModuleSource::ConfigMap(cm) => Some((cm.namespace.as_str(), cm.name.as_str())),
+            _ => None,
+        });
+        let keys = self.modules().filter_map(|module| {
+            let keys = module.signature_keys.as_ref()?;
+            Some((keys.namespace.as_str(), keys.name.as_str()))
+        });
+        sources.chain(keys).collect()
     }
 }
 
@@ -350,6 +377,14 @@ pub enum ExtensionError {
         /// What is wrong.
         reason: &'static str,
     },
+    /// Signature keys on a module that is not `oci:`.
+    #[error(
+        "{field}.signatureKeys: only an oci module carries a cosign signature; remove signatureKeys or load the module with oci"
+    )]
+    SignatureKeysWithoutOci {
+        /// Path of the entry.
+        field: String,
+    },
     /// Two entries of one list with the same name.
     #[error("{field}: name {name:?} is used twice; entry names must be unique within the list")]
     DuplicateName {
@@ -371,6 +406,7 @@ impl ExtensionModule {
             oci: None,
             path: None,
             sha256: None,
+            signature_keys: None,
             config: None,
             failure_policy: None,
             timeout: None,
@@ -442,6 +478,11 @@ impl ExtensionModule {
             }
             _ => {}
         }
+        if self.signature_keys.is_some() && !matches!(source, ModuleSource::Oci(_)) {
+            return Err(ExtensionError::SignatureKeysWithoutOci {
+                field: field.to_string(),
+            });
+        }
         let timeout = match &self.timeout {
             Some(text) => {
                 let timeout =
@@ -463,6 +504,7 @@ impl ExtensionModule {
             name: self.name.clone(),
             source,
             sha256: self.sha256.clone(),
+            signature_keys: self.signature_keys.clone(),
             config: self.config.clone().unwrap_or(serde_json::Value::Null),
             failure_policy: self.failure_policy.unwrap_or_default(),
             timeout,
@@ -702,6 +744,30 @@ mod tests {
             effective_extensions(Some(&duplicate)),
             Err(ExtensionError::DuplicateName { .. })
         ));
+
+        let mut keys_on_url = url_module("a");
+        keys_on_url.signature_keys = Some(SignatureKeysSource {
+            name: "keys".into(),
+            namespace: "nodewright".into(),
+        });
+        let err = keys_on_url.resolve("f").unwrap_err();
+        assert_eq!(
+            err,
+            ExtensionError::SignatureKeysWithoutOci { field: "f".into() }
+        );
+        assert!(err.to_string().contains("f.signatureKeys"), "{err}");
+        keys_on_url.url = None;
+        keys_on_url.oci = Some("registry.example.com/filters/a:1".into());
+        let resolved = keys_on_url.resolve("f").unwrap();
+        let effective = EffectiveExtensions {
+            instance_filters: vec![resolved],
+            ..effective_extensions(None).unwrap()
+        };
+        assert_eq!(
+            effective.config_map_references(),
+            [("nodewright", "keys")],
+            "the key ConfigMap is read with the class"
+        );
 
         let mut weighted = url_module("a");
         weighted.weight = Some(2);

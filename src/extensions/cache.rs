@@ -3,13 +3,16 @@
 //! running at once (as Kubewarden's policy server caps its evaluations),
 //! so a burst of NodeClasses cannot take every blocking thread.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{Semaphore, SemaphorePermit};
 
-use super::Outcome;
-use crate::apis::extensions::{EffectiveExtensions, ExtensionMode, ResolvedModule};
+use super::{ConfigMapSource, Outcome, signing};
+use crate::apis::extensions::{
+    EffectiveExtensions, ExtensionMode, ResolvedModule, SignatureKeysSource,
+};
 use crate::apis::{FailurePolicy, ModuleSource};
 
 /// How much extension work is kept and run at once.
@@ -65,6 +68,8 @@ pub(super) struct ModuleKey {
     mode: ExtensionMode,
     timeout: Duration,
     weight: i32,
+    /// The entry's `signatureKeys` and what its ConfigMap holds now.
+    signature_keys: Option<(SignatureKeysSource, Option<BTreeMap<String, String>>)>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -75,7 +80,12 @@ enum Stage {
 }
 
 impl ModuleKey {
-    fn of(role: Stage, module: &ResolvedModule, weight: i32) -> Self {
+    fn of(
+        role: Stage,
+        module: &ResolvedModule,
+        weight: i32,
+        config_maps: &dyn ConfigMapSource,
+    ) -> Self {
         ModuleKey {
             role,
             name: module.name.clone(),
@@ -86,20 +96,27 @@ impl ModuleKey {
             mode: module.mode,
             timeout: module.timeout,
             weight,
+            signature_keys: module.signature_keys.as_ref().map(|keys| {
+                let material = signing::key_material(keys, config_maps);
+                (keys.clone(), material)
+            }),
         }
     }
 
     /// The keys of every module of `effective`, in evaluation order.
-    pub(super) fn all(effective: &EffectiveExtensions) -> Vec<ModuleKey> {
+    pub(super) fn all(
+        effective: &EffectiveExtensions,
+        config_maps: &dyn ConfigMapSource,
+    ) -> Vec<ModuleKey> {
         let filters = effective
             .instance_filters
             .iter()
-            .map(|m| ModuleKey::of(Stage::Filter, m, 0));
+            .map(|m| ModuleKey::of(Stage::Filter, m, 0, config_maps));
         let scorers = effective
             .priority_scorers
             .iter()
-            .map(|s| ModuleKey::of(Stage::Scorer, &s.module, s.weight));
-        let selector = ModuleKey::of(Stage::Selector, &effective.ami_selector, 0);
+            .map(|s| ModuleKey::of(Stage::Scorer, &s.module, s.weight, config_maps));
+        let selector = ModuleKey::of(Stage::Selector, &effective.ami_selector, 0, config_maps);
         filters.chain(scorers).chain([selector]).collect()
     }
 }

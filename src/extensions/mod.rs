@@ -26,6 +26,7 @@ mod blocking;
 mod cache;
 mod observe;
 mod outcome;
+mod signing;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -184,7 +185,7 @@ impl Extensions {
             node_pool: node_pool.to_string(),
             catalog_version: catalog.version().to_string(),
             instance_types: self.fingerprint_of(&instance_types),
-            modules: ModuleKey::all(&effective),
+            modules: ModuleKey::all(&effective, config_maps),
         };
         let meter = self.meter(&class_name);
         let cached = self.cache.get(&key);
@@ -496,12 +497,16 @@ impl Extensions {
                 }
             }
         };
+        let entry_keys = match &module.signature_keys {
+            Some(keys) => Some(signing::entry_keys(keys, field, config_maps)?),
+            None => None,
+        };
         let limits = Limits {
             timeout: module.timeout,
             ..self.host.config().default_limits
         };
         self.host
-            .load(role, &source, module.sha256.as_deref())
+            .load_signed(role, &source, module.sha256.as_deref(), entry_keys.as_ref())
             .map(|loaded| loaded.with_limits(limits))
             .map_err(|e| {
                 let message = format!("{field} ({}): {e}", module.name);

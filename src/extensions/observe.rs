@@ -16,6 +16,9 @@ pub(super) const OK: &str = "ok";
 pub(super) const CONFIG_MAP_NOT_FOUND: &str = "configmap_not_found";
 /// `reason` of a ConfigMap source whose ConfigMap lacks the key.
 pub(super) const CONFIG_MAP_KEY_MISSING: &str = "configmap_key_missing";
+/// `reason` of an entry whose `signatureKeys` ConfigMap holds no usable
+/// public key.
+pub(super) const SIGNATURE_KEYS: &str = "signature_keys";
 
 /// The `result` label of a failed call.
 pub(super) fn call_result(error: &CallError) -> &'static str {

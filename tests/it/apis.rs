@@ -371,6 +371,13 @@ fn extensions_example_resolves_every_source() {
     assert!(matches!(sources[0], ModuleSource::ConfigMap(c) if c.key == "no-burstable.wasm"));
     assert!(matches!(sources[1], ModuleSource::Url(_)));
     assert!(matches!(sources[2], ModuleSource::Oci(_)));
+    assert_eq!(
+        effective.instance_filters[2]
+            .signature_keys
+            .as_ref()
+            .map(|k| k.name.as_str()),
+        Some("platform-team-keys")
+    );
     assert!(matches!(sources[3], ModuleSource::Path(_)));
     assert_eq!(
         effective.instance_filters[1].failure_policy,

@@ -525,6 +525,16 @@ fn extension_rules_reject_bad_manifests() {
         "timeout must be at most 10s",
     );
     assert_rejected(
+        &with(
+            class.clone(),
+            &format!("{filter}/signatureKeys"),
+            json!({"name": "team-keys", "namespace": "nodewright"}),
+        ),
+        None,
+        "spec.extensions.instanceFilters[1]",
+        "'signatureKeys' is only valid on an 'oci' module",
+    );
+    assert_rejected(
         &with(class.clone(), &format!("{filter}/mode"), json!("Monitor")),
         None,
         "spec.extensions.instanceFilters[1].mode",

@@ -458,3 +458,109 @@ async fn the_controller_binary_runs_against_a_kubeconfig_and_the_aws_environment
     assert_eq!(starting["fields"]["region"], "us-east-1");
     assert_eq!(starting["fields"]["kubernetes_version"], "1.34");
 }
+
+/// The real `cosign` and registry of the host's signature tests.
+#[path = "../../filters/host/tests/support/oci_tools.rs"]
+mod oci_tools;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_entrys_signature_keys_refuse_a_module_signed_by_another_key_until_the_key_is_listed() {
+    let tools = oci_tools::tools();
+    let dir = std::env::temp_dir().join(format!("nodewright-entry-keys-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("other")).unwrap();
+    let registry = oci_tools::start_registry(&tools, &dir);
+    let repo = format!("{}/filters/keep-all", registry.authority);
+    // The team's key signs; the ConfigMap first holds another one.
+    oci_tools::cosign(&tools, &dir, &["generate-key-pair"]);
+    oci_tools::cosign(&tools, &dir.join("other"), &["generate-key-pair"]);
+    let component = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("filters/host/test-components/misbehaving-filter");
+    let wasm = nodewright_host::harness::build_component(&component).unwrap();
+    let pin = nodewright_host::sha256_hex(&std::fs::read(&wasm).unwrap());
+    let digest = oci_tools::upload(&tools, &dir, &wasm, &repo, "1.0.0");
+    oci_tools::sign(&tools, &dir, "cosign.key", &repo, &digest);
+
+    let server = nodewright::sim::double::server();
+    let host = nodewright_host::HostConfig {
+        plain_http_hosts: vec![registry.authority.clone()],
+        ..nodewright_host::HostConfig::default()
+    };
+    let context = crate::nodeclass::context_with_host(
+        "demo",
+        &server,
+        &FakeAws::default().mocked().clients,
+        host,
+    );
+    let pem = |path: &str| std::fs::read_to_string(dir.join(path)).unwrap();
+    let namespace: k8s_openapi::api::core::v1::Namespace =
+        serde_json::from_value(json!({"metadata": {"name": "nodewright"}})).unwrap();
+    Api::all(context.client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await
+        .unwrap();
+    let keys: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "filter-keys", "namespace": "nodewright"},
+        "data": {"other.pub": pem("other/cosign.pub")},
+    }))
+    .unwrap();
+    let config_maps: Api<ConfigMap> = Api::namespaced(context.client.clone(), "nodewright");
+    config_maps
+        .create(&PostParams::default(), &keys)
+        .await
+        .unwrap();
+    let reference = format!("{repo}:1.0.0");
+    let filters = json!({"instanceFilters": [{
+        "name": "keep-all", "oci": reference, "sha256": pin,
+        "signatureKeys": {"name": "filter-keys", "namespace": "nodewright"},
+    }]});
+    let signed = class("signed", Some(filters));
+    until_stored(&context, |state| !state.config_maps_of(&signed).is_empty()).await;
+    let stored = create_and_reconcile(&context, signed.clone()).await;
+
+    let refused = condition(&stored, "ExtensionsReady");
+    assert_eq!(refused.status, ConditionStatus::False);
+    assert_eq!(refused.reason.as_deref(), Some("ModuleFailed"));
+    let message = refused.message.as_deref().unwrap();
+    for part in [
+        "spec.extensions.instanceFilters[0] (keep-all)",
+        &format!("oci://{reference}"),
+        "configmap/nodewright/filter-keys (other.pub)",
+    ] {
+        assert!(message.contains(part), "{part:?} not in {message}");
+    }
+    let events = events_about(&server, "signed");
+    assert!(
+        events.iter().any(|(t, r, note)| t == "Warning"
+            && r == "ExtensionModuleFailed"
+            && note.contains("configmap/nodewright/filter-keys")),
+        "{events:?}"
+    );
+
+    // The team's key added to the ConfigMap: the same class loads it.
+    config_maps
+        .patch(
+            "filter-keys",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"team.pub": pem("cosign.pub")}})),
+        )
+        .await
+        .unwrap();
+    until_stored(&context, |state| {
+        state
+            .config_maps_of(&signed)
+            .iter()
+            .any(|cm| cm.data.as_ref().is_some_and(|d| d.contains_key("team.pub")))
+    })
+    .await;
+    let api: Api<EC2NodeClass> = Api::all(context.client.clone());
+    reconcile_node_class(&context, &api.get("signed").await.unwrap())
+        .await
+        .unwrap();
+    let ready = api.get("signed").await.unwrap();
+    let ready = condition(&ready, "ExtensionsReady");
+    assert_eq!(ready.status, ConditionStatus::True, "{:?}", ready.message);
+
+    drop(registry);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -436,7 +436,7 @@ pub(crate) fn verify_oci_signature(
                 refused(format!(
                     "it has no cosign signature (no tag {tag}: {}); sign it with `cosign sign --key KEY {}@{digest}`",
                     with_causes(&e),
-                    parsed.whole().split(['@', ':']).next().unwrap_or_default()
+                    repository_of(&parsed)
                 ))
             })?;
         let mut layers = Vec::new();
@@ -480,6 +480,12 @@ pub(crate) fn verify_oci_signature(
 }
 
 /// The one layer holding the component, or an error naming what was found.
+/// `registry/repository` of `reference`, without tag or digest (a
+/// registry's port stays).
+fn repository_of(reference: &Reference) -> String {
+    format!("{}/{}", reference.registry(), reference.repository())
+}
+
 fn single_wasm_layer<'m>(
     label: &str,
     layers: &'m [OciDescriptor],

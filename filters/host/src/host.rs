@@ -159,9 +159,9 @@ struct HostInner {
     /// compiled again on every load.
     refused: moka::sync::Cache<(String, Role, String), Arc<LoadError>>,
     artifact_dir: Option<ArtifactDir>,
-    /// `oci:` references (with their pins) whose signature was verified
-    /// against `config.module_signature_keys`.
-    verified: moka::sync::Cache<(String, String), String>,
+    /// `oci:` references (with their pins and the fingerprint of the key
+    /// set) whose signature was verified, and the key that made it.
+    verified: moka::sync::Cache<(String, String, String), String>,
     config: HostConfig,
     ticker_stop: Arc<AtomicBool>,
 }
@@ -256,8 +256,30 @@ impl Host {
         source: &ModuleRef,
         sha256: Option<&str>,
     ) -> Result<LoadedModule, LoadError> {
+        self.load_signed(role, source, sha256, None)
+    }
+
+    /// [`Host::load`] for an entry with its own key set: an `oci:` module
+    /// must also carry a signature by one of `entry_keys` (the host's
+    /// `module_signature_keys`, when set, still apply: an entry narrows the
+    /// controller's policy, never widens it). Keys on another source are
+    /// refused, as there is no signature to check.
+    pub fn load_signed(
+        &self,
+        role: Role,
+        source: &ModuleRef,
+        sha256: Option<&str>,
+        entry_keys: Option<&SigningKeys>,
+    ) -> Result<LoadedModule, LoadError> {
         let limits = self.inner.config.default_limits;
         let label = source.describe();
+        if let (Some(keys), false) = (entry_keys, matches!(source, ModuleRef::Oci(_))) {
+            return Err(LoadError::Signature {
+                source_desc: label,
+                keys: keys.describe(),
+                reason: "only an oci: module carries a cosign signature".to_string(),
+            });
+        }
         let pin = match (source, sha256) {
             (ModuleRef::Builtin(name), _) => {
                 let builtin = Builtin::find(role, name)?;
@@ -266,10 +288,11 @@ impl Host {
             (_, None) => return Err(LoadError::MissingDigest { source_desc: label }),
             (_, Some(pin)) => normalize_pin(pin)?,
         };
-        if let (ModuleRef::Oci(reference), Some(keys)) =
-            (source, &self.inner.config.module_signature_keys)
-        {
-            self.verify_signature(reference, &pin, keys)?;
+        if let ModuleRef::Oci(reference) = source {
+            let controller_keys = self.inner.config.module_signature_keys.as_deref();
+            for keys in controller_keys.into_iter().chain(entry_keys) {
+                self.verify_signature(reference, &pin, keys)?;
+            }
         }
 
         if let Some(module) = self.inner.compiled.get(&(pin.clone(), role)) {
@@ -306,15 +329,19 @@ impl Host {
     }
 
     /// Checks `reference`'s cosign signature against `keys` once per
-    /// reference and pin: the pin binds the signed manifest to the bytes
-    /// any cache holds.
+    /// reference, pin and key set: the pin binds the signed manifest to the
+    /// bytes any cache holds, and a changed key set checks again.
     fn verify_signature(
         &self,
         reference: &str,
         pin: &str,
         keys: &SigningKeys,
     ) -> Result<(), LoadError> {
-        let key = (reference.to_string(), pin.to_string());
+        let key = (
+            reference.to_string(),
+            pin.to_string(),
+            keys.fingerprint().to_string(),
+        );
         if self.inner.verified.contains_key(&key) {
             return Ok(());
         }

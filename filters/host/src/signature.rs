@@ -35,6 +35,9 @@ const P256_SPKI_PREFIX: [u8; 26] = [
 pub struct SigningKeys {
     set: String,
     keys: Vec<(String, Vec<u8>)>,
+    /// SHA-256 of the keys' names and points: what a verification is
+    /// remembered under.
+    fingerprint: String,
 }
 
 /// Why a public key could not be read.
@@ -82,10 +85,23 @@ impl SigningKeys {
             .iter()
             .map(|(name, pem)| Ok((name.clone(), p256_point(set, name, pem)?)))
             .collect::<Result<Vec<_>, KeyError>>()?;
+        let mut material = Vec::new();
+        for (name, point) in &keys {
+            material.extend_from_slice(name.as_bytes());
+            material.push(0);
+            material.extend_from_slice(point);
+        }
         Ok(SigningKeys {
             set: set.to_string(),
             keys,
+            fingerprint: crate::sha256_hex(&material),
         })
+    }
+
+    /// Identifies the keys (not where they came from): two sets with the
+    /// same keys under the same names share it.
+    pub fn fingerprint(&self) -> &str {
+        &self.fingerprint
     }
 
     /// Where the keys came from, and their names: `set (a, b)`.
@@ -233,6 +249,32 @@ mod tests {
             payload,
             signature: base64::engine::general_purpose::STANDARD.encode(signature.as_ref()),
         }
+    }
+
+    #[test]
+    fn the_fingerprint_follows_the_keys_not_where_they_came_from() {
+        let (_, a) = key_pair();
+        let (_, b) = key_pair();
+        let set = |name: &str, pems: &[(&str, &String)]| {
+            let pems: Vec<(String, String)> = pems
+                .iter()
+                .map(|(n, p)| (n.to_string(), p.to_string()))
+                .collect();
+            SigningKeys::from_pems(name, &pems).unwrap()
+        };
+        let first = set("configmap/x/keys", &[("a.pub", &a)]);
+        assert_eq!(
+            first.fingerprint(),
+            set("--module-signature-keys /k", &[("a.pub", &a)]).fingerprint()
+        );
+        assert_ne!(
+            first.fingerprint(),
+            set("configmap/x/keys", &[("a.pub", &b)]).fingerprint()
+        );
+        assert_ne!(
+            first.fingerprint(),
+            set("configmap/x/keys", &[("a.pub", &a), ("b.pub", &b)]).fingerprint()
+        );
     }
 
     #[test]

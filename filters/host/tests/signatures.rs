@@ -5,107 +5,15 @@
 //! one signed by another key, one not signed, and one carrying the
 //! signature of another manifest.
 
-use std::net::{TcpListener, TcpStream};
+#[path = "support/oci_tools.rs"]
+mod oci_tools;
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use nodewright_host::harness;
 use nodewright_host::{Host, HostConfig, LoadError, ModuleRef, Role, SigningKeys, sha256_hex};
-
-/// The directory holding `cosign` and `registry`.
-fn tools() -> PathBuf {
-    let dir = std::env::var_os("NODEWRIGHT_OCI_TOOLS").map(PathBuf::from).expect(
-        "NODEWRIGHT_OCI_TOOLS is not set: run `scripts/oci-tools build` and set it to the directory it prints (scripts/test does)",
-    );
-    for tool in ["cosign", "registry"] {
-        assert!(dir.join(tool).is_file(), "{} has no {tool}", dir.display());
-    }
-    dir
-}
-
-/// A registry on 127.0.0.1, stopped when dropped.
-struct Registry {
-    child: Child,
-    authority: String,
-}
-
-impl Drop for Registry {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_registry(tools: &Path, dir: &Path) -> Registry {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let authority = format!("127.0.0.1:{port}");
-    let config = dir.join("registry.yml");
-    std::fs::write(
-        &config,
-        format!("version: 0.1\nlog: {{level: error}}\nstorage: {{inmemory: {{}}}}\nhttp: {{addr: {authority}}}\n"),
-    )
-    .unwrap();
-    let log = std::fs::File::create(dir.join("registry.log")).unwrap();
-    let child = Command::new(tools.join("registry"))
-        .arg("serve")
-        .arg(&config)
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .unwrap();
-    let registry = Registry { child, authority };
-    let started = Instant::now();
-    while TcpStream::connect(&registry.authority).is_err() {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "the registry did not start"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    registry
-}
-
-/// Runs cosign in `dir` with an empty key password and no transparency
-/// log; panics with its output when it fails.
-fn cosign(tools: &Path, dir: &Path, args: &[&str]) -> Output {
-    let out = Command::new(tools.join("cosign"))
-        .args(args)
-        .current_dir(dir)
-        .env("COSIGN_PASSWORD", "")
-        .env("HOME", dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "cosign {args:?}:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-/// The manifest digest of `reference`, as cosign resolves it.
-fn digest(tools: &Path, dir: &Path, reference: &str) -> String {
-    let out = cosign(
-        tools,
-        dir,
-        &["triangulate", "--allow-http-registry", reference],
-    );
-    let tag = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    let hex = tag
-        .rsplit(':')
-        .next()
-        .and_then(|t| t.strip_prefix("sha256-"))
-        .and_then(|t| t.strip_suffix(".sig"))
-        .unwrap_or_else(|| panic!("unexpected triangulate output {tag}"));
-    format!("sha256:{hex}")
-}
+use oci_tools::{Registry, cosign, sign, start_registry, tools, upload};
 
 fn test_component(name: &str) -> (PathBuf, String) {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -156,35 +64,9 @@ fn signed_modules_load_and_others_are_refused_naming_the_reference_and_keys() {
     // Two modules pushed as Wasm artifacts; the first signed.
     let (signed_path, signed_pin) = test_component("misbehaving-filter");
     let (unsigned_path, unsigned_pin) = test_component("fs-filter");
-    for (path, tag) in [(&signed_path, "signed"), (&unsigned_path, "unsigned")] {
-        let target = format!("{repo}:{tag}");
-        cosign(
-            &tools,
-            &dir,
-            &[
-                "upload",
-                "wasm",
-                "-f",
-                path.to_str().unwrap(),
-                "--allow-http-registry",
-                &target,
-            ],
-        );
-    }
-    let signed_digest = digest(&tools, &dir, &format!("{repo}:signed"));
-    cosign(
-        &tools,
-        &dir,
-        &[
-            "sign",
-            "--key",
-            "cosign.key",
-            "--tlog-upload=false",
-            "--allow-http-registry",
-            "--yes",
-            &format!("{repo}@{signed_digest}"),
-        ],
-    );
+    let signed_digest = upload(&tools, &dir, &signed_path, &repo, "signed");
+    let unsigned_digest = upload(&tools, &dir, &unsigned_path, &repo, "unsigned");
+    sign(&tools, &dir, "cosign.key", &repo, &signed_digest);
 
     let load = |host: &Host, tag: &str, pin: &str| {
         host.load(
@@ -197,6 +79,55 @@ fn signed_modules_load_and_others_are_refused_naming_the_reference_and_keys() {
     // Signed by a trusted key: loads.
     let host = host_trusting(&registry, &dir, &["cosign.pub"]);
     load(&host, "signed", &signed_pin).unwrap();
+
+    // An entry's own key set: checked on a host without a policy, and
+    // beside the host's (an entry narrows it, never widens it).
+    let entry = |key: &str| {
+        let pem = std::fs::read_to_string(dir.join(key)).unwrap();
+        SigningKeys::from_pems("configmap/nodewright/keys", &[(key.to_string(), pem)]).unwrap()
+    };
+    let load_with = |host: &Host, keys: &SigningKeys| {
+        host.load_signed(
+            Role::InstanceFilter,
+            &ModuleRef::parse(&format!("oci://{repo}:signed")),
+            Some(&signed_pin),
+            Some(keys),
+        )
+    };
+    let open_host = Host::new(HostConfig {
+        plain_http_hosts: vec![registry.authority.clone()],
+        ..HostConfig::default()
+    })
+    .unwrap();
+    load_with(&open_host, &entry("cosign.pub")).unwrap();
+    let err = refusal(load_with(&open_host, &entry("other.pub")));
+    assert!(
+        err.contains("made by a key of configmap/nodewright/keys (other.pub)"),
+        "{err}"
+    );
+    load_with(&host, &entry("cosign.pub")).unwrap();
+    let err = refusal(load_with(&host, &entry("other.pub")));
+    assert!(
+        err.contains("configmap/nodewright/keys (other.pub)"),
+        "{err}"
+    );
+    let host_other = host_trusting(&registry, &dir, &["other.pub"]);
+    let err = refusal(load_with(&host_other, &entry("cosign.pub")));
+    assert!(
+        err.contains("configmap/module-signature-keys (other.pub)"),
+        "the controller's keys still apply: {err}"
+    );
+    // Keys on a source that carries no signature are refused.
+    let err = refusal(open_host.load_signed(
+        Role::InstanceFilter,
+        &ModuleRef::Path(signed_path.clone()),
+        Some(&signed_pin),
+        Some(&entry("cosign.pub")),
+    ));
+    assert!(
+        err.contains("only an oci: module carries a cosign signature"),
+        "{err}"
+    );
 
     // Trusting only another key: refused, naming the reference and the set.
     let host = host_trusting(&registry, &dir, &["other.pub"]);
@@ -211,7 +142,10 @@ fn signed_modules_load_and_others_are_refused_naming_the_reference_and_keys() {
     let host = host_trusting(&registry, &dir, &["cosign.pub", "other.pub"]);
     let err = refusal(load(&host, "unsigned", &unsigned_pin));
     assert!(err.contains("has no cosign signature"), "{err}");
-    assert!(err.contains("cosign sign --key"), "{err}");
+    assert!(
+        err.contains(&format!("cosign sign --key KEY {repo}@{unsigned_digest}")),
+        "{err}"
+    );
 
     // The first module's signature attached to the second: another digest.
     let payload = cosign(
@@ -237,7 +171,6 @@ fn signed_modules_load_and_others_are_refused_naming_the_reference_and_keys() {
         ],
     );
     std::fs::write(dir.join("payload.sig"), &signature.stdout).unwrap();
-    let unsigned_digest = digest(&tools, &dir, &format!("{repo}:unsigned"));
     cosign(
         &tools,
         &dir,

@@ -36,6 +36,17 @@ pub fn context_on(server: &ApiServer, clients: &AwsClients) -> Arc<Context> {
 /// the same uids, keep apart by cluster), over a cluster state watching
 /// `server` (its driver runs on the test's runtime).
 pub fn context_in(cluster: &str, server: &ApiServer, clients: &AwsClients) -> Arc<Context> {
+    context_with_host(cluster, server, clients, HostConfig::default())
+}
+
+/// [`context_in`] with the extension host configured by `host` (a
+/// registry allowed over plain HTTP, signature keys).
+pub fn context_with_host(
+    cluster: &str,
+    server: &ApiServer,
+    clients: &AwsClients,
+    host: HostConfig,
+) -> Arc<Context> {
     let (state, driver) = ClusterState::start(server.client());
     tokio::spawn(driver);
     Arc::new(Context::new(
@@ -43,7 +54,7 @@ pub fn context_in(cluster: &str, server: &ApiServer, clients: &AwsClients) -> Ar
         state,
         Arc::new(InstanceTypeProvider::new(
             Arc::new(Catalog::embedded("us-east-1").unwrap()),
-            Arc::new(Extensions::new(HostConfig::default()).unwrap()),
+            Arc::new(Extensions::new(host).unwrap()),
             Arc::default(),
         )),
         clients,

@@ -96,10 +96,11 @@ pub struct SandboxArgs {
     controller_service_account: Option<ControllerAccount>,
     /// The controller's feature gates, `Name=true|false,…`, read as
     /// `nodewright controller` reads them; the sandbox acts on
-    /// `StaticCapacity=true` (static NodePools kept at `spec.replicas`)
-    /// and refuses other gates turned on.
+    /// `StaticCapacity=true` (static NodePools kept at `spec.replicas`) and
+    /// `NodeOverlay=true` (NodeOverlays change prices and capacity), and
+    /// refuses other gates turned on.
     #[arg(long, value_name = "GATES", default_value = "", value_parser = parse_gates, action = clap::ArgAction::Set)]
-    feature_gates: bool,
+    feature_gates: SandboxGates,
     /// Log lines on stderr: readable text, or one JSON object per line.
     #[arg(long, value_enum, default_value_t = LogFormatArg::Text)]
     log_format: LogFormatArg,
@@ -125,23 +126,31 @@ fn parse_delay(text: &str) -> Result<Duration, String> {
     parse_go_duration(text).map_err(|e| format!("{e} (use a Go duration such as 500ms, 2s or 1m)"))
 }
 
-/// `--feature-gates` as the controller reads it, to whether
-/// `StaticCapacity` is on; other gates may only be off (or
-/// `ReservedCapacity=true`, always on).
-fn parse_gates(text: &str) -> Result<bool, String> {
-    let mut static_capacity = false;
+/// The feature gates the sandbox acts on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct SandboxGates {
+    static_capacity: bool,
+    node_overlay: bool,
+}
+
+/// `--feature-gates` as the controller reads it, to the gates the sandbox
+/// acts on; other gates may only be off (or `ReservedCapacity=true`,
+/// always on).
+fn parse_gates(text: &str) -> Result<SandboxGates, String> {
+    let mut gates = SandboxGates::default();
     for (name, on) in super::controller::feature_gates(text)? {
         match (name, on) {
-            ("StaticCapacity", on) => static_capacity = on,
+            ("StaticCapacity", on) => gates.static_capacity = on,
+            ("NodeOverlay", on) => gates.node_overlay = on,
             ("ReservedCapacity", true) | (_, false) => {}
             (name, true) => {
                 return Err(format!(
-                    "{name}=true: the sandbox runs with StaticCapacity only; leave {name} out"
+                    "{name}=true: the sandbox runs with StaticCapacity and NodeOverlay only; leave {name} out"
                 ));
             }
         }
     }
-    Ok(static_capacity)
+    Ok(gates)
 }
 
 /// `NAMESPACE/NAME` of a ServiceAccount; the Lease is named as the chart names it.
@@ -190,7 +199,8 @@ impl SandboxArgs {
             interruption_queue: self.interruption_queue.clone(),
             controller_account: self.controller_service_account.clone(),
             cluster: self.cluster.clone(),
-            static_capacity: self.feature_gates,
+            static_capacity: self.feature_gates.static_capacity,
+            node_overlay: self.feature_gates.node_overlay,
             ..SandboxSettings::default()
         }
         .with_register_delay(self.register_delay)
@@ -339,6 +349,28 @@ mod tests {
         assert_eq!(defaults.register_delay, Duration::from_secs(3));
         assert_eq!(defaults.ready_delay, Duration::from_secs(1));
         assert_eq!(defaults.cloud, CloudChoice::Simulated);
+    }
+
+    #[test]
+    fn the_sandbox_acts_on_the_static_capacity_and_node_overlay_gates() {
+        let both = args(&[
+            "--feature-gates",
+            "StaticCapacity=true,NodeOverlay=true,ReservedCapacity=true",
+        ])
+        .unwrap()
+        .settings();
+        assert!(both.static_capacity && both.node_overlay);
+        let off = args(&["--feature-gates", "NodeOverlay=false"])
+            .unwrap()
+            .settings();
+        assert!(!off.static_capacity && !off.node_overlay);
+        let refused = args(&["--feature-gates", "NodeRepair=true"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            refused.contains("NodeRepair=true") && refused.contains("leave NodeRepair out"),
+            "{refused}"
+        );
     }
 
     #[test]

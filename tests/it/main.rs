@@ -52,6 +52,7 @@ mod sandbox_disruption;
 mod sandbox_faults;
 mod sandbox_interruption;
 mod sandbox_kubectl;
+mod sandbox_overlay;
 mod sandbox_placement;
 mod sandbox_rbac;
 mod sandbox_rollout;

@@ -137,6 +137,9 @@ pub struct SandboxSettings {
     /// Run the static capacity controller (`--feature-gates
     /// StaticCapacity=true`), as the controller does with the gate on.
     pub static_capacity: bool,
+    /// Run the NodeOverlay controller (`--feature-gates NodeOverlay=true`),
+    /// as the controller does with the gate on.
+    pub node_overlay: bool,
 }
 
 /// The identity nodewright's controllers run under in the sandbox, as the
@@ -176,6 +179,7 @@ impl Default for SandboxSettings {
             event_ttl: Duration::from_secs(60 * 60),
             cluster: None,
             static_capacity: false,
+            node_overlay: false,
         }
     }
 }
@@ -520,7 +524,7 @@ impl Sandbox {
                 cloud.clone(),
             );
             let batch = settings.batch;
-            let static_capacity = settings.static_capacity;
+            let (static_capacity, node_overlay) = (settings.static_capacity, settings.node_overlay);
             Arc::new(move || Operator {
                 client: client.clone(),
                 instance_types: instance_types.clone(),
@@ -538,7 +542,7 @@ impl Sandbox {
                     health_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
                     node_repair: false,
                     spot_to_spot_consolidation: false,
-                    node_overlay: false,
+                    node_overlay,
                     static_capacity,
                 },
             })

@@ -479,13 +479,13 @@ pub(crate) fn verify_oci_signature(
     signature::check(keys, &digest, &layers).map_err(refused)
 }
 
-/// The one layer holding the component, or an error naming what was found.
 /// `registry/repository` of `reference`, without tag or digest (a
 /// registry's port stays).
 fn repository_of(reference: &Reference) -> String {
     format!("{}/{}", reference.registry(), reference.repository())
 }
 
+/// The one layer holding the component, or an error naming what was found.
 fn single_wasm_layer<'m>(
     label: &str,
     layers: &'m [OciDescriptor],
